@@ -1,0 +1,94 @@
+#include "autograd/node.h"
+
+#include <atomic>
+
+#include "autograd/grad_mode.h"
+#include "autograd/meta.h"
+#include "core/release.h"
+
+namespace remat {
+namespace {
+std::atomic<std::uint64_t> g_sequence{0};
+EngineOps g_engine_ops;
+}  // namespace
+
+void set_engine_ops(EngineOps ops) { g_engine_ops = ops; }
+const EngineOps& engine_ops() { return g_engine_ops; }
+
+Node::Node(std::vector<Edge> next_edges, std::vector<TensorMeta> output_metas)
+    : next_edges_(std::move(next_edges)),
+      output_metas_(std::move(output_metas)),
+      sequence_nr_(g_sequence.fetch_add(1)) {}
+
+Node::~Node() {
+  for (auto& e : next_edges_)
+    if (e.node) release_later(std::move(e.node));
+}
+
+OpNode::OpNode(std::shared_ptr<const BackwardFunction> fn, std::vector<Edge> next_edges,
+               std::vector<TensorMeta> input_metas, std::vector<TensorMeta> output_metas)
+    : Node(std::move(next_edges), std::move(output_metas)),
+      fn_(std::move(fn)),
+      input_metas_(std::move(input_metas)) {
+  saved_inputs_.resize(next_edges_.size());
+  saved_outputs_.resize(output_metas_.size());
+}
+
+void OpNode::save_input(std::size_t i, const Tensor& t) {
+  saved_inputs_[i] = t;
+  saved_any_ = true;
+}
+
+void OpNode::save_output(std::size_t i, const Tensor& t) {
+  saved_outputs_[i] = alias_without_history(t);
+  saved_any_ = true;
+}
+
+void OpNode::release_saved() {
+  for (auto& t : saved_inputs_) t = Tensor();
+  for (auto& t : saved_outputs_) t = Tensor();
+  released_ = true;
+}
+
+std::vector<Tensor> OpNode::apply(std::vector<Tensor> grads) {
+  REMAT_CHECK(!(released_ && saved_any_),
+              "{}: trying to backward through the graph a second time; its saved tensors were "
+              "released. Pass retain_graph=true to the first backward or grad call.",
+              fn_->name());
+  // When building a graph of the gradient, saved outputs must lead back into this node.
+  std::vector<Tensor> outputs = saved_outputs_;
+  if (GradMode::is_enabled()) {
+    for (std::size_t i = 0; i < outputs.size(); ++i) {
+      if (!outputs[i].defined() || !is_floating(outputs[i].dtype())) continue;
+      outputs[i] = alias_without_history(outputs[i]);
+      set_history(outputs[i], shared_from_this(), static_cast<std::uint32_t>(i));
+    }
+  }
+  auto needs = std::make_unique<bool[]>(next_edges_.size());
+  for (std::size_t i = 0; i < next_edges_.size(); ++i) needs[i] = next_edges_[i].valid();
+  BackwardContext ctx{grads, saved_inputs_, outputs,
+                      std::span<const bool>(needs.get(), next_edges_.size()), input_metas_};
+  auto result = fn_->backward(ctx);
+  REMAT_CHECK(result.size() == next_edges_.size(),
+              "{}: backward returned {} gradients for {} inputs", fn_->name(), result.size(),
+              next_edges_.size());
+  return result;
+}
+
+AccumulateGrad::AccumulateGrad(const Tensor& leaf)
+    : Node({}, {leaf.meta()}), leaf_(leaf.impl_ptr()) {}
+
+std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor> grads) {
+  auto impl = leaf_.lock();
+  if (!impl) return {};
+  Tensor leaf(impl);
+  Tensor g = grads.at(0);
+  // Without create_graph the stored gradient carries no history.
+  if (!GradMode::is_enabled()) g = alias_without_history(g);
+  Tensor old = leaf.grad();
+  if (old.defined()) g = engine_ops().add(old, g);
+  leaf.set_grad(g);
+  return {};
+}
+
+}  // namespace remat

@@ -1,0 +1,22 @@
+// What a tensor's storage offers.  core/ declares it; dtr::Cell is its only implementation, so
+// every tensor buffer lives in the DTR cache while core/ never includes dtr/.
+#pragma once
+#include <cstddef>
+
+#include "core/device.h"
+
+namespace remat {
+
+class Storage {
+ public:
+  virtual ~Storage() = default;
+  virtual Device device() const = 0;
+  virtual std::size_t nbytes() const = 0;
+  // A pointer to the resident bytes, making them resident first if the cache evicted them.
+  // Valid until the next op call; element access and printing use it, kernels do not.
+  virtual void* resident_data() = 0;
+  // Called before the storage is written in place outside an op kernel (element writes).
+  virtual void mark_mutated() {}
+};
+
+}  // namespace remat

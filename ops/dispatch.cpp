@@ -1,0 +1,151 @@
+// The one dispatch path (DESIGN.md section 4): pin inputs, infer outputs, allocate them in the
+// pool, run the device kernel on raw resident buffers, register the record, unpin, and record
+// an autograd node.
+#include <chrono>
+#include <cstring>
+
+#include "autograd/grad_mode.h"
+#include "autograd/meta.h"
+#include "dtr/pool.h"
+#include "ops/op.h"
+
+namespace remat {
+
+void Op::cuda(std::span<const KernelArg>, std::span<const KernelArg>) const {
+  REMAT_THROW("{}: no CUDA kernel in this build", name());
+}
+
+std::vector<Tensor> Op::backward(const BackwardContext&) const {
+  REMAT_THROW("{}: this derivative is not differentiable (a derivative of {} is not supported)",
+              name(), name());
+}
+
+double Op::flops(std::span<const TensorMeta>, std::span<const TensorMeta> outputs) const {
+  double n = 0;
+  for (const auto& m : outputs) n += static_cast<double>(m.numel());
+  return n;
+}
+
+void Op::execute(std::span<const KernelArg> inputs, std::span<const KernelArg> outputs) const {
+  const Device d = outputs.empty() ? inputs[0].meta->device : outputs[0].meta->device;
+  if (d.is_cpu())
+    cpu(inputs, outputs);
+  else
+    cuda(inputs, outputs);
+}
+
+namespace {
+
+Cell& cell_of(const Tensor& t) { return static_cast<Cell&>(*t.storage()); }
+
+Tensor wrap(TensorMeta meta, std::shared_ptr<Storage> storage) {
+  auto impl = std::make_shared<TensorImpl>();
+  impl->meta = std::move(meta);
+  impl->storage = std::move(storage);
+  return Tensor(std::move(impl));
+}
+
+// Unpins on every exit, so a kernel that throws leaves the pool consistent.
+struct PinGuard {
+  Pool& pool;
+  std::vector<Cell*> cells;
+  ~PinGuard() {
+    for (Cell* c : cells) pool.unpin(*c);
+  }
+};
+
+void record_autograd(const std::shared_ptr<const Op>& op, const std::vector<Tensor>& inputs,
+                     std::vector<TensorMeta> in_metas, const std::vector<Tensor>& outputs) {
+  if (!GradMode::is_enabled() || !op->differentiable()) return;
+  bool any = false;
+  for (const auto& t : inputs) any = any || t.requires_grad();
+  if (!any) return;
+  std::vector<Edge> edges;
+  edges.reserve(inputs.size());
+  for (const auto& t : inputs) edges.push_back(is_floating(t.dtype()) ? gradient_edge(t) : Edge{});
+  std::vector<TensorMeta> metas;
+  metas.reserve(outputs.size());
+  for (const auto& t : outputs) metas.push_back(t.meta());
+  auto node = std::make_shared<OpNode>(op, std::move(edges), std::move(in_metas), std::move(metas));
+  const SaveSpec s = op->saves();
+  for (std::size_t i = 0; i < inputs.size(); ++i)
+    if (s.inputs >> i & 1u) node->save_input(i, inputs[i]);
+  for (std::size_t i = 0; i < outputs.size(); ++i)
+    if (s.outputs >> i & 1u) node->save_output(i, outputs[i]);
+  for (std::size_t i = 0; i < outputs.size(); ++i)
+    if (is_floating(outputs[i].dtype()))
+      set_history(outputs[i], node, static_cast<std::uint32_t>(i));
+}
+
+}  // namespace
+
+void install_engine_ops();
+
+std::vector<Tensor> call(std::shared_ptr<const Op> op, std::vector<Tensor> inputs) {
+  static const bool hooks = (install_engine_ops(), true);
+  (void)hooks;
+  std::vector<TensorMeta> in_metas;
+  in_metas.reserve(inputs.size());
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    REMAT_CHECK(inputs[i].defined(), "{}: input {} is an undefined tensor", op->name(), i);
+    REMAT_CHECK(i == 0 || inputs[i].device() == inputs[0].device(),
+                "{}: inputs are on different devices ({} and {})", op->name(),
+                inputs[0].device(), inputs[i].device());
+    in_metas.push_back(inputs[i].meta());
+  }
+  std::vector<TensorMeta> out_metas = op->infer(in_metas);
+
+  std::vector<Tensor> outputs;
+  outputs.reserve(out_metas.size());
+  if (op->is_view()) {
+    outputs.push_back(wrap(std::move(out_metas.at(0)), inputs.at(0).storage()));
+  } else {
+    const Device device = out_metas.empty() ? inputs.at(0).device() : out_metas[0].device;
+    Pool& pool = Pool::of(device);
+    PinGuard pins{pool, {}};
+    std::vector<KernelArg> in_args(inputs.size()), out_args(out_metas.size());
+    for (std::size_t i = 0; i < inputs.size(); ++i) {
+      Cell& c = cell_of(inputs[i]);
+      pool.pin(c);
+      pins.cells.push_back(&c);
+      in_args[i] = {&in_metas[i], c.buffer()};
+    }
+    std::vector<std::shared_ptr<Cell>> out_cells;
+    out_cells.reserve(out_metas.size());
+    for (std::size_t i = 0; i < out_metas.size(); ++i) {
+      out_cells.push_back(pool.new_output(out_metas[i].nbytes()));
+      out_args[i] = {&out_metas[i], out_cells.back()->buffer()};
+    }
+    const auto t0 = std::chrono::steady_clock::now();
+    op->execute(in_args, out_args);
+    const auto t1 = std::chrono::steady_clock::now();
+
+    auto record = std::make_shared<Record>();
+    record->producer = op;
+    record->id = pool.next_record_id();
+    record->cost = std::chrono::duration<double>(t1 - t0).count();
+    record->inputs.reserve(inputs.size());
+    for (const auto& t : inputs)
+      record->inputs.push_back(std::static_pointer_cast<Cell>(cell_of(t).shared_from_this()));
+    record->input_metas = in_metas;
+    for (const auto& c : out_cells) record->outputs.push_back(c);
+    record->output_metas = out_metas;
+    pool.record_call(record, out_cells);
+    for (std::size_t i = 0; i < out_metas.size(); ++i)
+      outputs.push_back(wrap(out_metas[i], pool.handle(out_cells[i])));
+  }
+  record_autograd(op, inputs, std::move(in_metas), outputs);
+  return outputs;
+}
+
+Tensor constant_from_bytes(const void* data, TensorMeta meta) {
+  Pool& pool = Pool::of(meta.device);
+  auto cell = pool.new_constant(meta.nbytes());
+  REMAT_CHECK(meta.device.is_cpu(), "constant: device {} not supported in this build", meta.device);
+  if (meta.nbytes() > 0) std::memcpy(cell->buffer(), data, meta.nbytes());
+  meta.strides = contiguous_strides(meta.shape);
+  meta.offset = 0;
+  return wrap(std::move(meta), pool.handle(cell));
+}
+
+}  // namespace remat

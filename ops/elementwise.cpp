@@ -1,0 +1,377 @@
+#include "ops/elementwise.h"
+
+#include <cmath>
+
+#include "ops/cpu/loops.h"
+#include "ops/factory.h"
+#include "ops/op.h"
+#include "ops/reduce.h"
+
+namespace remat {
+namespace {
+
+using detail::map_kernel;
+using detail::visit_dtype;
+
+TensorMeta broadcast_meta(std::string_view op, std::span<const TensorMeta> in, bool same_dtype = true) {
+  Shape shape = in[0].shape;
+  for (std::size_t i = 1; i < in.size(); ++i) {
+    if (same_dtype)
+      REMAT_CHECK(in[i].dtype == in[0].dtype, "{}: dtype mismatch, {} (shape {}) vs {} (shape {})",
+                  op, in[0].dtype, in[0].shape, in[i].dtype, in[i].shape);
+    shape = broadcast_shapes(op, shape, in[i].shape);
+  }
+  return TensorMeta::contiguous(std::move(shape), in[same_dtype ? 0 : in.size() - 1].dtype, in[0].device);
+}
+
+// ---------------------------------------------------------------- binary ops
+enum class Binary { Add, Sub, Mul, Div, Pow, Max, Min, Eq, Ne, Lt, Le, Gt, Ge };
+
+constexpr std::string_view binary_name(Binary k) {
+  constexpr std::string_view names[] = {"add", "sub", "mul", "div", "pow", "maximum", "minimum",
+                                        "eq",  "ne",  "lt",  "le",  "gt",  "ge"};
+  return names[static_cast<int>(k)];
+}
+constexpr bool is_comparison(Binary k) { return k >= Binary::Eq; }
+
+template <class T>
+T apply_binary(Binary k, T a, T b) {
+  switch (k) {
+    case Binary::Add: return a + b;
+    case Binary::Sub: return a - b;
+    case Binary::Mul: return a * b;
+    case Binary::Div: return a / b;
+    case Binary::Pow: return static_cast<T>(std::pow(a, b));
+    case Binary::Max: return std::isnan(static_cast<double>(a)) || a > b ? a : b;
+    case Binary::Min: return std::isnan(static_cast<double>(a)) || a < b ? a : b;
+    case Binary::Eq: return a == b;
+    case Binary::Ne: return a != b;
+    case Binary::Lt: return a < b;
+    case Binary::Le: return a <= b;
+    case Binary::Gt: return a > b;
+    case Binary::Ge: return a >= b;
+  }
+  return T{};
+}
+
+class BinaryOp final : public Op {
+ public:
+  explicit BinaryOp(Binary kind) : kind_(kind) {}
+  std::string_view name() const override { return binary_name(kind_); }
+  bool differentiable() const override { return !is_comparison(kind_); }
+  SaveSpec saves() const override {
+    switch (kind_) {
+      case Binary::Mul: case Binary::Max: case Binary::Min: return {0b11, 0};
+      case Binary::Div: return {0b11, 0};
+      case Binary::Pow: return {0b11, 0b1};
+      default: return {};
+    }
+  }
+  std::vector<TensorMeta> infer(std::span<const TensorMeta> in) const override {
+    REMAT_CHECK(in.size() == 2, "{}: expected 2 inputs, got {}", name(), in.size());
+    REMAT_CHECK(kind_ != Binary::Pow || is_floating(in[0].dtype),
+                "pow: expected floating-point inputs, got {}", in[0].dtype);
+    return {broadcast_meta(name(), in)};
+  }
+  void cpu(std::span<const KernelArg> in, std::span<const KernelArg> out) const override {
+    visit_dtype(in[0].meta->dtype, [&]<class T>() {
+      switch (kind_) {  // one instantiation per kind keeps the inner loop branch-free
+#define REMAT_CASE(K) \
+  case Binary::K: map_kernel<T, T, T>(out[0], {in[0], in[1]}, [](T a, T b) { return apply_binary<T>(Binary::K, a, b); }); break;
+        REMAT_CASE(Add) REMAT_CASE(Sub) REMAT_CASE(Mul) REMAT_CASE(Div) REMAT_CASE(Pow)
+        REMAT_CASE(Max) REMAT_CASE(Min) REMAT_CASE(Eq) REMAT_CASE(Ne) REMAT_CASE(Lt)
+        REMAT_CASE(Le) REMAT_CASE(Gt) REMAT_CASE(Ge)
+#undef REMAT_CASE
+      }
+    });
+  }
+  std::vector<Tensor> backward(const BackwardContext& c) const override {
+    const Tensor& g = c.grad(0);
+    const Tensor *a = &c.input(0), *b = &c.input(1);  // undefined unless saved
+    Tensor ga, gb;
+    switch (kind_) {
+      case Binary::Add: ga = g, gb = g; break;
+      case Binary::Sub: ga = g, gb = c.needs(1) ? neg(g) : Tensor(); break;
+      case Binary::Mul:
+        if (c.needs(0)) ga = mul(g, *b);
+        if (c.needs(1)) gb = mul(g, *a);
+        break;
+      case Binary::Div:
+        if (c.needs(0)) ga = div(g, *b);
+        if (c.needs(1)) gb = neg(div(mul(g, *a), mul(*b, *b)));
+        break;
+      case Binary::Pow:
+        if (c.needs(0)) ga = mul(g, mul(*b, pow(*a, sub(*b, 1.0))));
+        // d/db a^b = a^b log a; defined as 0 where a == 0 and b > 0, as PyTorch does.
+        if (c.needs(1)) gb = mul(g, where(eq(*a, 0.0), zeros_like(c.output(0)), mul(c.output(0), log(*a))));
+        break;
+      case Binary::Max: case Binary::Min: {
+        // Ties share the gradient equally, as PyTorch does.
+        Tensor win = kind_ == Binary::Max ? gt(*a, *b) : lt(*a, *b);
+        Tensor share = add(win, mul(eq(*a, *b), 0.5));
+        if (c.needs(0)) ga = mul(g, share);
+        if (c.needs(1)) gb = mul(g, rsub(1.0, share));
+        break;
+      }
+      default: break;
+    }
+    if (ga.defined() && c.needs(0)) ga = sum_to(ga, c.input_meta(0).shape);
+    if (gb.defined() && c.needs(1)) gb = sum_to(gb, c.input_meta(1).shape);
+    return {c.needs(0) ? ga : Tensor(), c.needs(1) ? gb : Tensor()};
+  }
+
+ private:
+  Binary kind_;
+};
+
+Tensor binary(Binary k, const Tensor& a, const Tensor& b) {
+  static const std::shared_ptr<const Op> ops[] = {
+      std::make_shared<BinaryOp>(Binary::Add), std::make_shared<BinaryOp>(Binary::Sub),
+      std::make_shared<BinaryOp>(Binary::Mul), std::make_shared<BinaryOp>(Binary::Div),
+      std::make_shared<BinaryOp>(Binary::Pow), std::make_shared<BinaryOp>(Binary::Max),
+      std::make_shared<BinaryOp>(Binary::Min), std::make_shared<BinaryOp>(Binary::Eq),
+      std::make_shared<BinaryOp>(Binary::Ne),  std::make_shared<BinaryOp>(Binary::Lt),
+      std::make_shared<BinaryOp>(Binary::Le),  std::make_shared<BinaryOp>(Binary::Gt),
+      std::make_shared<BinaryOp>(Binary::Ge)};
+  return call1(ops[static_cast<int>(k)], {a, b});
+}
+
+Tensor scalar_like(const Tensor& a, double v) {
+  REMAT_CHECK(a.defined(), "scalar operand: the tensor is undefined");
+  return scalar_tensor(v, {a.dtype(), a.device()});
+}
+
+// ---------------------------------------------------------------- unary ops
+enum class Unary { Neg, Exp, Log, Sqrt, Rsqrt, Abs, Sign, Tanh, Sigmoid, Relu, LeakyRelu, Gelu, Erf, Clamp, PowScalar };
+
+constexpr std::string_view unary_name(Unary k) {
+  constexpr std::string_view names[] = {"neg",  "exp",     "log",  "sqrt",       "rsqrt",
+                                        "abs",  "sign",    "tanh", "sigmoid",    "relu",
+                                        "leaky_relu", "gelu", "erf", "clamp", "pow"};
+  return names[static_cast<int>(k)];
+}
+
+class UnaryOp final : public Op {
+ public:
+  UnaryOp(Unary kind, double p = 0, double q = 0, bool has_p = true, bool has_q = true)
+      : kind_(kind), p_(p), q_(q), has_p_(has_p), has_q_(has_q) {}
+  std::string_view name() const override { return unary_name(kind_); }
+  bool differentiable() const override { return kind_ != Unary::Sign; }
+  SaveSpec saves() const override {
+    switch (kind_) {
+      case Unary::Exp: case Unary::Sqrt: case Unary::Rsqrt: case Unary::Tanh: case Unary::Sigmoid:
+        return {0, 1};
+      case Unary::Neg: case Unary::Sign: return {};
+      default: return {1, 0};
+    }
+  }
+  std::vector<TensorMeta> infer(std::span<const TensorMeta> in) const override {
+    REMAT_CHECK(in.size() == 1, "{}: expected 1 input, got {}", name(), in.size());
+    const bool int_ok = kind_ == Unary::Neg || kind_ == Unary::Abs || kind_ == Unary::Sign ||
+                        kind_ == Unary::Relu || kind_ == Unary::Clamp;
+    REMAT_CHECK(int_ok || is_floating(in[0].dtype), "{}: expected a floating-point tensor, got {} of shape {}",
+                name(), in[0].dtype, in[0].shape);
+    return {TensorMeta::contiguous(in[0].shape, in[0].dtype, in[0].device)};
+  }
+  void cpu(std::span<const KernelArg> in, std::span<const KernelArg> out) const override {
+    visit_dtype(in[0].meta->dtype, [&]<class T>() {
+      const T p = static_cast<T>(p_), q = static_cast<T>(q_);
+      auto run = [&](auto f) { map_kernel<T, T>(out[0], {in[0]}, f); };
+      switch (kind_) {
+        case Unary::Neg: run([](T x) { return static_cast<T>(-x); }); break;
+        case Unary::Exp: run([](T x) { return static_cast<T>(std::exp(x)); }); break;
+        case Unary::Log: run([](T x) { return static_cast<T>(std::log(x)); }); break;
+        case Unary::Sqrt: run([](T x) { return static_cast<T>(std::sqrt(x)); }); break;
+        case Unary::Rsqrt: run([](T x) { return static_cast<T>(T(1) / std::sqrt(x)); }); break;
+        case Unary::Abs: run([](T x) { return x < 0 ? static_cast<T>(-x) : x; }); break;
+        case Unary::Sign: run([](T x) { return static_cast<T>((T(0) < x) - (x < T(0))); }); break;
+        case Unary::Tanh: run([](T x) { return static_cast<T>(std::tanh(x)); }); break;
+        case Unary::Sigmoid: run([](T x) { return static_cast<T>(T(1) / (T(1) + std::exp(-x))); }); break;
+        case Unary::Relu: run([](T x) { return x > 0 ? x : T(0); }); break;
+        case Unary::LeakyRelu: run([p](T x) { return x > 0 ? x : static_cast<T>(x * p); }); break;
+        case Unary::Gelu:
+          run([](T x) { return static_cast<T>(0.5 * x * (1.0 + std::erf(x * M_SQRT1_2))); });
+          break;
+        case Unary::Erf: run([](T x) { return static_cast<T>(std::erf(x)); }); break;
+        case Unary::Clamp: {
+          const bool hp = has_p_, hq = has_q_;
+          run([=](T x) { return hq && x > q ? q : (hp && x < p ? p : x); });
+          break;
+        }
+        case Unary::PowScalar: run([p](T x) { return static_cast<T>(std::pow(x, p)); }); break;
+      }
+    });
+  }
+  std::vector<Tensor> backward(const BackwardContext& c) const override {
+    const Tensor& g = c.grad(0);
+    switch (kind_) {
+      case Unary::Neg: return {neg(g)};
+      case Unary::Exp: return {mul(g, c.output(0))};
+      case Unary::Log: return {div(g, c.input(0))};
+      case Unary::Sqrt: return {div(g, mul(c.output(0), 2.0))};
+      case Unary::Rsqrt: return {mul(g, mul(pow(c.output(0), 3.0), -0.5))};
+      case Unary::Abs: return {mul(g, sign(c.input(0)))};
+      case Unary::Tanh: return {mul(g, rsub(1.0, mul(c.output(0), c.output(0))))};
+      case Unary::Sigmoid: return {mul(g, mul(c.output(0), rsub(1.0, c.output(0))))};
+      case Unary::Relu: return {mul(g, gt(c.input(0), 0.0))};
+      case Unary::LeakyRelu: {
+        Tensor pos = gt(c.input(0), 0.0);
+        return {mul(g, add(mul(pos, 1.0 - p_), p_))};
+      }
+      case Unary::Gelu: {
+        const Tensor& x = c.input(0);
+        Tensor cdf = mul(add(erf(mul(x, M_SQRT1_2)), 1.0), 0.5);
+        Tensor pdf = mul(exp(mul(mul(x, x), -0.5)), 0.5 * M_2_SQRTPI * M_SQRT1_2);
+        return {mul(g, add(cdf, mul(x, pdf)))};
+      }
+      case Unary::Erf: {
+        const Tensor& x = c.input(0);
+        return {mul(g, mul(exp(neg(mul(x, x))), M_2_SQRTPI))};
+      }
+      case Unary::Clamp: {
+        const Tensor& x = c.input(0);
+        Tensor mask = ones_like(x);
+        if (has_p_) mask = mul(mask, ge(x, p_));
+        if (has_q_) mask = mul(mask, le(x, q_));
+        return {mul(g, mask)};
+      }
+      case Unary::PowScalar:
+        if (p_ == 0) return {zeros_like(g)};
+        return {mul(g, mul(pow(c.input(0), p_ - 1.0), p_))};
+      case Unary::Sign: break;
+    }
+    return {Tensor()};
+  }
+
+ private:
+  Unary kind_;
+  double p_, q_;
+  bool has_p_, has_q_;
+};
+
+Tensor unary(Unary k, const Tensor& a) {
+  static const std::shared_ptr<const Op> ops[] = {
+      std::make_shared<UnaryOp>(Unary::Neg),  std::make_shared<UnaryOp>(Unary::Exp),
+      std::make_shared<UnaryOp>(Unary::Log),  std::make_shared<UnaryOp>(Unary::Sqrt),
+      std::make_shared<UnaryOp>(Unary::Rsqrt), std::make_shared<UnaryOp>(Unary::Abs),
+      std::make_shared<UnaryOp>(Unary::Sign), std::make_shared<UnaryOp>(Unary::Tanh),
+      std::make_shared<UnaryOp>(Unary::Sigmoid), std::make_shared<UnaryOp>(Unary::Relu),
+      nullptr, std::make_shared<UnaryOp>(Unary::Gelu), std::make_shared<UnaryOp>(Unary::Erf)};
+  return call1(ops[static_cast<int>(k)], {a});
+}
+
+// ---------------------------------------------------------------- where, casts
+class WhereOp final : public Op {
+ public:
+  std::string_view name() const override { return "where"; }
+  SaveSpec saves() const override { return {0b001, 0}; }
+  std::vector<TensorMeta> infer(std::span<const TensorMeta> in) const override {
+    REMAT_CHECK(in.size() == 3, "where: expected 3 inputs, got {}", in.size());
+    REMAT_CHECK(in[1].dtype == in[2].dtype, "where: dtype mismatch, {} (shape {}) vs {} (shape {})",
+                in[1].dtype, in[1].shape, in[2].dtype, in[2].shape);
+    Shape s = broadcast_shapes("where", broadcast_shapes("where", in[0].shape, in[1].shape), in[2].shape);
+    return {TensorMeta::contiguous(std::move(s), in[1].dtype, in[1].device)};
+  }
+  void cpu(std::span<const KernelArg> in, std::span<const KernelArg> out) const override {
+    visit_dtype(in[0].meta->dtype, [&]<class C>() {
+      visit_dtype(in[1].meta->dtype, [&]<class T>() {
+        map_kernel<T, C, T, T>(out[0], {in[0], in[1], in[2]},
+                               [](C c, T a, T b) { return c != C(0) ? a : b; });
+      });
+    });
+  }
+  std::vector<Tensor> backward(const BackwardContext& c) const override {
+    const Tensor& g = c.grad(0);
+    Tensor z = zeros({}, {g.dtype(), g.device()});
+    Tensor ga = c.needs(1) ? sum_to(where(c.input(0), g, z), c.input_meta(1).shape) : Tensor();
+    Tensor gb = c.needs(2) ? sum_to(where(c.input(0), z, g), c.input_meta(2).shape) : Tensor();
+    return {Tensor(), ga, gb};
+  }
+};
+
+class CastOp final : public Op {
+ public:
+  explicit CastOp(DType to) : to_(to) {}
+  std::string_view name() const override { return "to_dtype"; }
+  SaveSpec saves() const override { return {}; }
+  std::vector<TensorMeta> infer(std::span<const TensorMeta> in) const override {
+    return {TensorMeta::contiguous(in[0].shape, to_, in[0].device)};
+  }
+  void cpu(std::span<const KernelArg> in, std::span<const KernelArg> out) const override {
+    visit_dtype(in[0].meta->dtype, [&]<class S>() {
+      visit_dtype(to_, [&]<class D>() { map_kernel<D, S>(out[0], {in[0]}, [](S x) { return static_cast<D>(x); }); });
+    });
+  }
+  std::vector<Tensor> backward(const BackwardContext& c) const override {
+    return {is_floating(from_) ? to_dtype(c.grad(0), from_) : Tensor()};
+  }
+  DType from_ = DType::Float32;
+  DType to_;
+};
+
+}  // namespace
+
+Tensor add(const Tensor& a, const Tensor& b) { return binary(Binary::Add, a, b); }
+Tensor sub(const Tensor& a, const Tensor& b) { return binary(Binary::Sub, a, b); }
+Tensor mul(const Tensor& a, const Tensor& b) { return binary(Binary::Mul, a, b); }
+Tensor div(const Tensor& a, const Tensor& b) { return binary(Binary::Div, a, b); }
+Tensor pow(const Tensor& a, const Tensor& b) { return binary(Binary::Pow, a, b); }
+Tensor maximum(const Tensor& a, const Tensor& b) { return binary(Binary::Max, a, b); }
+Tensor minimum(const Tensor& a, const Tensor& b) { return binary(Binary::Min, a, b); }
+Tensor add(const Tensor& a, double b) { return add(a, scalar_like(a, b)); }
+Tensor sub(const Tensor& a, double b) { return sub(a, scalar_like(a, b)); }
+Tensor mul(const Tensor& a, double b) { return mul(a, scalar_like(a, b)); }
+Tensor div(const Tensor& a, double b) { return div(a, scalar_like(a, b)); }
+Tensor rsub(double a, const Tensor& b) { return sub(scalar_like(b, a), b); }
+Tensor rdiv(double a, const Tensor& b) { return div(scalar_like(b, a), b); }
+Tensor pow(const Tensor& a, double e) { return call1(std::make_shared<UnaryOp>(Unary::PowScalar, e), {a}); }
+
+Tensor eq(const Tensor& a, const Tensor& b) { return binary(Binary::Eq, a, b); }
+Tensor ne(const Tensor& a, const Tensor& b) { return binary(Binary::Ne, a, b); }
+Tensor lt(const Tensor& a, const Tensor& b) { return binary(Binary::Lt, a, b); }
+Tensor le(const Tensor& a, const Tensor& b) { return binary(Binary::Le, a, b); }
+Tensor gt(const Tensor& a, const Tensor& b) { return binary(Binary::Gt, a, b); }
+Tensor ge(const Tensor& a, const Tensor& b) { return binary(Binary::Ge, a, b); }
+Tensor eq(const Tensor& a, double b) { return eq(a, scalar_like(a, b)); }
+Tensor ne(const Tensor& a, double b) { return ne(a, scalar_like(a, b)); }
+Tensor lt(const Tensor& a, double b) { return lt(a, scalar_like(a, b)); }
+Tensor le(const Tensor& a, double b) { return le(a, scalar_like(a, b)); }
+Tensor gt(const Tensor& a, double b) { return gt(a, scalar_like(a, b)); }
+Tensor ge(const Tensor& a, double b) { return ge(a, scalar_like(a, b)); }
+
+Tensor neg(const Tensor& a) { return unary(Unary::Neg, a); }
+Tensor exp(const Tensor& a) { return unary(Unary::Exp, a); }
+Tensor log(const Tensor& a) { return unary(Unary::Log, a); }
+Tensor sqrt(const Tensor& a) { return unary(Unary::Sqrt, a); }
+Tensor rsqrt(const Tensor& a) { return unary(Unary::Rsqrt, a); }
+Tensor abs(const Tensor& a) { return unary(Unary::Abs, a); }
+Tensor sign(const Tensor& a) { return unary(Unary::Sign, a); }
+Tensor tanh(const Tensor& a) { return unary(Unary::Tanh, a); }
+Tensor sigmoid(const Tensor& a) { return unary(Unary::Sigmoid, a); }
+Tensor relu(const Tensor& a) { return unary(Unary::Relu, a); }
+Tensor gelu(const Tensor& a) { return unary(Unary::Gelu, a); }
+Tensor erf(const Tensor& a) { return unary(Unary::Erf, a); }
+Tensor leaky_relu(const Tensor& a, double slope) {
+  return call1(std::make_shared<UnaryOp>(Unary::LeakyRelu, slope), {a});
+}
+Tensor clamp(const Tensor& a, std::optional<double> min, std::optional<double> max) {
+  REMAT_CHECK(min || max, "clamp: at least one of min and max must be given");
+  REMAT_CHECK(!(min && max) || *min <= *max, "clamp: min {} is above max {}", *min, *max);
+  return call1(std::make_shared<UnaryOp>(Unary::Clamp, min.value_or(0), max.value_or(0),
+                                         min.has_value(), max.has_value()),
+               {a});
+}
+
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
+  static const auto op = std::make_shared<WhereOp>();
+  return call1(op, {cond, a, b});
+}
+
+Tensor to_dtype(const Tensor& a, DType dtype) {
+  if (a.dtype() == dtype) return a;
+  auto op = std::make_shared<CastOp>(dtype);
+  op->from_ = a.dtype();
+  return call1(op, {a});
+}
+
+}  // namespace remat

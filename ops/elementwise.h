@@ -1,0 +1,74 @@
+// Element-wise ops with NumPy/PyTorch broadcasting.  Binary ops need equal dtypes (a scalar
+// takes the tensor's dtype).  Comparisons return 0/1 in the inputs' dtype, so a mask multiplies
+// directly: x * gt(x, 0).  Usage: auto y = relu(add(mul(x, w), b));  or  x * w + b.
+#pragma once
+#include <optional>
+
+#include "core/tensor.h"
+
+namespace remat {
+
+Tensor add(const Tensor& a, const Tensor& b);
+Tensor sub(const Tensor& a, const Tensor& b);
+Tensor mul(const Tensor& a, const Tensor& b);
+Tensor div(const Tensor& a, const Tensor& b);
+Tensor pow(const Tensor& a, const Tensor& b);
+Tensor maximum(const Tensor& a, const Tensor& b);
+Tensor minimum(const Tensor& a, const Tensor& b);
+Tensor add(const Tensor& a, double b);
+Tensor sub(const Tensor& a, double b);
+Tensor mul(const Tensor& a, double b);
+Tensor div(const Tensor& a, double b);
+Tensor pow(const Tensor& a, double exponent);
+Tensor rsub(double a, const Tensor& b);  // a - b
+Tensor rdiv(double a, const Tensor& b);  // a / b
+
+Tensor neg(const Tensor& a);
+Tensor exp(const Tensor& a);
+Tensor log(const Tensor& a);
+Tensor sqrt(const Tensor& a);
+Tensor rsqrt(const Tensor& a);
+Tensor abs(const Tensor& a);
+Tensor sign(const Tensor& a);  // no gradient (zero almost everywhere)
+Tensor tanh(const Tensor& a);
+Tensor sigmoid(const Tensor& a);
+Tensor relu(const Tensor& a);
+Tensor leaky_relu(const Tensor& a, double negative_slope = 0.01);
+Tensor gelu(const Tensor& a);  // exact form, x * Phi(x), as PyTorch's default
+Tensor erf(const Tensor& a);
+Tensor clamp(const Tensor& a, std::optional<double> min, std::optional<double> max);
+
+// Comparisons: 1 where true, 0 elsewhere, in the inputs' dtype.  Not differentiable.
+Tensor eq(const Tensor& a, const Tensor& b);
+Tensor ne(const Tensor& a, const Tensor& b);
+Tensor lt(const Tensor& a, const Tensor& b);
+Tensor le(const Tensor& a, const Tensor& b);
+Tensor gt(const Tensor& a, const Tensor& b);
+Tensor ge(const Tensor& a, const Tensor& b);
+Tensor eq(const Tensor& a, double b);
+Tensor ne(const Tensor& a, double b);
+Tensor lt(const Tensor& a, double b);
+Tensor le(const Tensor& a, double b);
+Tensor gt(const Tensor& a, double b);
+Tensor ge(const Tensor& a, double b);
+
+// a where cond is non-zero, b elsewhere; all three broadcast together.
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
+// Element type conversion (differentiable between floating types).
+Tensor to_dtype(const Tensor& a, DType dtype);
+
+inline Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
+inline Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }
+inline Tensor operator*(const Tensor& a, const Tensor& b) { return mul(a, b); }
+inline Tensor operator/(const Tensor& a, const Tensor& b) { return div(a, b); }
+inline Tensor operator+(const Tensor& a, double b) { return add(a, b); }
+inline Tensor operator-(const Tensor& a, double b) { return sub(a, b); }
+inline Tensor operator*(const Tensor& a, double b) { return mul(a, b); }
+inline Tensor operator/(const Tensor& a, double b) { return div(a, b); }
+inline Tensor operator+(double a, const Tensor& b) { return add(b, a); }
+inline Tensor operator-(double a, const Tensor& b) { return rsub(a, b); }
+inline Tensor operator*(double a, const Tensor& b) { return mul(b, a); }
+inline Tensor operator/(double a, const Tensor& b) { return rdiv(a, b); }
+inline Tensor operator-(const Tensor& a) { return neg(a); }
+
+}  // namespace remat

@@ -1,0 +1,20 @@
+// Indexing ops with int64 indices, as in PyTorch.
+// Usage: auto rows = index_select(x, 0, idx); auto picked = gather(logits, 1, labels2d);
+#pragma once
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace remat {
+
+Tensor index_select(const Tensor& t, std::int64_t dim, const Tensor& index);
+// out[i][j] = t[i][index[i][j]] for dim 1 (and likewise for other dims); index has t's rank.
+Tensor gather(const Tensor& t, std::int64_t dim, const Tensor& index);
+// A copy of t with src added at index along dim (torch.scatter_add); differentiable in t and src.
+Tensor scatter_add(const Tensor& t, std::int64_t dim, const Tensor& index, const Tensor& src);
+// One-hot rows of an int64 tensor (num_classes < 0: max + 1), in `dtype`.
+Tensor one_hot(const Tensor& labels, std::int64_t num_classes = -1, DType dtype = DType::Int64);
+// Rows of `weight` picked by int64 `indices`; the result has shape indices.shape + [dim].
+Tensor embedding(const Tensor& weight, const Tensor& indices);
+
+}  // namespace remat

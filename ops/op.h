@@ -1,0 +1,57 @@
+// An op in one place: its shape rule, its kernel per device, and its derivative written with
+// public ops.  Attributes are members, so an Op object with its inputs is a replayable record.
+// Adding an op: derive from Op, implement infer/cpu/backward, and expose a public function that
+// checks its arguments and calls `call` (see ops/elementwise.cpp for examples).
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "autograd/function.h"
+#include "core/tensor.h"
+#include "dtr/producer.h"
+
+namespace remat {
+
+// Which inputs and outputs the derivative reads (bit i set: keep input/output i).
+struct SaveSpec {
+  std::uint32_t inputs = 0;
+  std::uint32_t outputs = 0;
+};
+
+class Op : public Producer, public BackwardFunction {
+ public:
+  std::string_view name() const override = 0;
+  // Validates the input metadata (throwing an error that names the op and the shapes) and
+  // returns the outputs' metadata.
+  virtual std::vector<TensorMeta> infer(std::span<const TensorMeta> inputs) const = 0;
+  virtual void cpu(std::span<const KernelArg> inputs, std::span<const KernelArg> outputs) const = 0;
+  virtual void cuda(std::span<const KernelArg> inputs, std::span<const KernelArg> outputs) const;
+
+  // Autograd.  The default derivative says clearly that there is none.
+  std::vector<Tensor> backward(const BackwardContext& ctx) const override;
+  virtual bool differentiable() const { return true; }
+  virtual SaveSpec saves() const { return {}; }
+
+  // A view op's single output aliases input 0's cell through the metadata infer returns; no
+  // kernel runs and nothing is allocated.
+  virtual bool is_view() const { return false; }
+  // Deterministic cost in floating-point operations, for cost models and benchmarks.
+  virtual double flops(std::span<const TensorMeta> inputs,
+                       std::span<const TensorMeta> outputs) const;
+
+  void execute(std::span<const KernelArg> inputs,
+               std::span<const KernelArg> outputs) const final;
+};
+
+// The one dispatch path for every op call, forward or backward, user's or replay's.
+std::vector<Tensor> call(std::shared_ptr<const Op> op, std::vector<Tensor> inputs);
+inline Tensor call1(std::shared_ptr<const Op> op, std::vector<Tensor> inputs) {
+  return call(std::move(op), std::move(inputs)).at(0);
+}
+
+// A tensor of the given data, stored in a constant cell of `device`'s pool.
+Tensor constant_from_bytes(const void* data, TensorMeta meta);
+
+}  // namespace remat

@@ -1,0 +1,254 @@
+#include "ops/reduce.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "ops/cpu/loops.h"
+#include "ops/elementwise.h"
+#include "ops/factory.h"
+#include "ops/index.h"
+#include "ops/op.h"
+#include "ops/view.h"
+
+namespace remat {
+namespace {
+
+// Sorted, unique, wrapped dims; empty input means all dims.
+std::vector<std::int64_t> reduced_dims(std::string_view op, const std::vector<std::int64_t>& dims,
+                                       std::int64_t ndim) {
+  std::vector<std::int64_t> out;
+  if (dims.empty()) {
+    for (std::int64_t d = 0; d < ndim; ++d) out.push_back(d);
+    return out;
+  }
+  for (auto d : dims) out.push_back(wrap_dim(op, d, ndim));
+  std::sort(out.begin(), out.end());
+  REMAT_CHECK(std::adjacent_find(out.begin(), out.end()) == out.end(), "{}: dim repeated in {}", op, dims);
+  return out;
+}
+
+Shape reduced_shape(const Shape& in, const std::vector<std::int64_t>& dims, bool keepdim) {
+  Shape out;
+  for (std::int64_t d = 0; d < static_cast<std::int64_t>(in.size()); ++d) {
+    const bool r = std::binary_search(dims.begin(), dims.end(), d);
+    if (!r) out.push_back(in[d]);
+    else if (keepdim) out.push_back(1);
+  }
+  return out;
+}
+
+// Iteration geometry shared by the reduction kernels: kept dims index outputs (output element
+// order), reduced dims are walked in row-major order for each output.
+struct ReduceGeometry {
+  Shape kept_shape, kept_in_strides, red_shape, red_strides;
+  std::int64_t outputs = 1, reduced = 1;
+  ReduceGeometry(const TensorMeta& in, const std::vector<std::int64_t>& dims) {
+    for (std::int64_t d = 0; d < in.dim(); ++d) {
+      if (std::binary_search(dims.begin(), dims.end(), d)) {
+        red_shape.push_back(in.shape[d]);
+        red_strides.push_back(in.strides[d]);
+        reduced *= in.shape[d];
+      } else {
+        kept_shape.push_back(in.shape[d]);
+        kept_in_strides.push_back(in.strides[d]);
+        outputs *= in.shape[d];
+      }
+    }
+  }
+  std::int64_t input_offset(std::int64_t out_index) const {
+    std::int64_t off = 0;
+    for (std::size_t d = kept_shape.size(); d-- > 0;) {
+      off += (out_index % kept_shape[d]) * kept_in_strides[d];
+      out_index /= kept_shape[d];
+    }
+    return off;
+  }
+  // Calls f(offset) for every reduced element in row-major order.
+  template <class F>
+  void walk(std::int64_t base, F&& f) const {
+    const std::size_t n = red_shape.size();
+    if (n == 0) return f(base);
+    if (reduced == 0) return;
+    std::vector<std::int64_t> idx(n, 0);
+    const std::int64_t inner = red_shape[n - 1], inner_stride = red_strides[n - 1];
+    std::int64_t off = base;
+    while (true) {
+      for (std::int64_t i = 0; i < inner; ++i) f(off + i * inner_stride);
+      std::size_t d = n - 1;
+      while (d-- > 0) {
+        off += red_strides[d];
+        if (++idx[d] < red_shape[d]) break;
+        off -= red_strides[d] * red_shape[d];
+        idx[d] = 0;
+      }
+      if (d == static_cast<std::size_t>(-1)) return;
+    }
+  }
+};
+
+// Accumulator type: double for floating inputs (accurate and order-independent enough to match
+// PyTorch closely), int64 for integers.
+template <class T>
+using Acc = std::conditional_t<std::is_floating_point_v<T>, double, std::int64_t>;
+
+class SumOp final : public Op {
+ public:
+  SumOp(std::vector<std::int64_t> dims, bool keepdim) : dims_(std::move(dims)), keepdim_(keepdim) {}
+  std::string_view name() const override { return "sum"; }
+  std::vector<TensorMeta> infer(std::span<const TensorMeta> in) const override {
+    return {TensorMeta::contiguous(reduced_shape(in[0].shape, dims_, keepdim_), in[0].dtype, in[0].device)};
+  }
+  void cpu(std::span<const KernelArg> in, std::span<const KernelArg> out) const override {
+    detail::visit_dtype(in[0].meta->dtype, [&]<class T>() {
+      const ReduceGeometry g(*in[0].meta, dims_);
+      const T* x = in[0].data<T>();
+      T* y = out[0].data<T>();
+      const bool contiguous_inner = !g.red_shape.empty() && g.red_strides.back() == 1;
+      parallel_for(0, g.outputs, std::max<std::int64_t>(1, 16384 / std::max<std::int64_t>(g.reduced, 1)),
+                   [&](std::int64_t b, std::int64_t e) {
+        for (std::int64_t o = b; o < e; ++o) {
+          const std::int64_t base = g.input_offset(o);
+          if (contiguous_inner && g.red_shape.size() == 1) {
+            // Four independent accumulators let the compiler keep the loop pipelined.
+            Acc<T> a0 = 0, a1 = 0, a2 = 0, a3 = 0;
+            const T* p = x + base;
+            const std::int64_t n = g.reduced;
+            std::int64_t i = 0;
+            for (; i + 4 <= n; i += 4) a0 += p[i], a1 += p[i + 1], a2 += p[i + 2], a3 += p[i + 3];
+            for (; i < n; ++i) a0 += p[i];
+            y[o] = static_cast<T>((a0 + a1) + (a2 + a3));
+          } else {
+            Acc<T> acc = 0;
+            g.walk(base, [&](std::int64_t off) { acc += x[off]; });
+            y[o] = static_cast<T>(acc);
+          }
+        }
+      });
+    });
+  }
+  std::vector<Tensor> backward(const BackwardContext& c) const override {
+    const Shape& in_shape = c.input_meta(0).shape;
+    return {expand(reshape(c.grad(0), reduced_shape(in_shape, dims_, true)), in_shape)};
+  }
+
+ private:
+  std::vector<std::int64_t> dims_;
+  bool keepdim_;
+};
+
+// Max/min along one dim: values and first index of the extreme (NaN counts as the extreme).
+class ExtremeOp final : public Op {
+ public:
+  ExtremeOp(bool is_max, std::int64_t dim, bool keepdim) : is_max_(is_max), dim_(dim), keepdim_(keepdim) {}
+  std::string_view name() const override { return is_max_ ? "max" : "min"; }
+  SaveSpec saves() const override { return {0, 0b10}; }
+  std::vector<TensorMeta> infer(std::span<const TensorMeta> in) const override {
+    REMAT_CHECK(in[0].dim() == 0 || in[0].shape[dim_] > 0,
+                "{}: cannot reduce an empty dim {} of shape {}", name(), dim_, in[0].shape);
+    Shape s = in[0].dim() == 0 ? Shape{} : reduced_shape(in[0].shape, {dim_}, keepdim_);
+    return {TensorMeta::contiguous(s, in[0].dtype, in[0].device),
+            TensorMeta::contiguous(s, DType::Int64, in[0].device)};
+  }
+  void cpu(std::span<const KernelArg> in, std::span<const KernelArg> out) const override {
+    detail::visit_dtype(in[0].meta->dtype, [&]<class T>() {
+      const ReduceGeometry g(*in[0].meta, in[0].meta->dim() == 0 ? std::vector<std::int64_t>{} : std::vector{dim_});
+      const T* x = in[0].data<T>();
+      T* v = out[0].data<T>();
+      std::int64_t* ix = out[1].data<std::int64_t>();
+      const std::int64_t stride = g.red_strides.empty() ? 0 : g.red_strides[0];
+      parallel_for(0, g.outputs, 1024, [&](std::int64_t b, std::int64_t e) {
+        for (std::int64_t o = b; o < e; ++o) {
+          const T* p = x + g.input_offset(o);
+          T best = p[0];
+          std::int64_t best_i = 0;
+          for (std::int64_t i = 1; i < g.reduced; ++i) {
+            const T val = p[i * stride];
+            if (std::isnan(static_cast<double>(best))) break;
+            if (std::isnan(static_cast<double>(val)) || (is_max_ ? val > best : val < best)) best = val, best_i = i;
+          }
+          v[o] = best;
+          ix[o] = best_i;
+        }
+      });
+    });
+  }
+  std::vector<Tensor> backward(const BackwardContext& c) const override {
+    const Shape& in_shape = c.input_meta(0).shape;
+    if (in_shape.empty()) return {c.grad(0)};
+    const Shape keep = reduced_shape(in_shape, {dim_}, true);
+    Tensor g = reshape(c.grad(0), keep), idx = reshape(c.output(1), keep);
+    return {scatter_add(zeros(in_shape, {g.dtype(), g.device()}), dim_, idx, g)};
+  }
+
+ private:
+  bool is_max_;
+  std::int64_t dim_;
+  bool keepdim_;
+};
+
+std::pair<Tensor, Tensor> extreme(bool is_max, const Tensor& t, std::int64_t dim, bool keepdim) {
+  const auto d = t.dim() == 0 ? 0 : wrap_dim(is_max ? "max" : "min", dim, t.dim());
+  auto outs = call(std::make_shared<ExtremeOp>(is_max, d, keepdim), {t});
+  return {outs[0], outs[1]};
+}
+
+Tensor extreme_all(bool is_max, const Tensor& t) {
+  REMAT_CHECK(t.numel() > 0, "{}: cannot reduce an empty tensor of shape {}", is_max ? "max" : "min", t.shape());
+  Tensor flat = reshape(t, {-1});
+  Tensor value = extreme(is_max, flat, 0, false).first;
+  if (!t.requires_grad()) return value;
+  // Ties share the gradient equally: (x == m) / count, written with differentiable ops.
+  Tensor m = detach(value);
+  Tensor mask = eq(t, m);
+  Tensor weight = div(mask, sum(mask));
+  return sum(mul(t, weight));
+}
+
+}  // namespace
+
+Tensor sum(const Tensor& t, std::vector<std::int64_t> dims, bool keepdim) {
+  auto d = reduced_dims("sum", dims, t.dim());
+  return call1(std::make_shared<SumOp>(std::move(d), keepdim), {t});
+}
+
+Tensor mean(const Tensor& t, std::vector<std::int64_t> dims, bool keepdim) {
+  REMAT_CHECK(is_floating(t.dtype()), "mean: expected a floating-point tensor, got {}", t.dtype());
+  auto d = reduced_dims("mean", dims, t.dim());
+  std::int64_t n = 1;
+  for (auto i : d) n *= t.shape()[i];
+  return div(sum(t, d, keepdim), static_cast<double>(n));
+}
+
+Tensor var(const Tensor& t, std::vector<std::int64_t> dims, std::int64_t correction, bool keepdim) {
+  REMAT_CHECK(is_floating(t.dtype()), "var: expected a floating-point tensor, got {}", t.dtype());
+  auto d = reduced_dims("var", dims, t.dim());
+  std::int64_t n = 1;
+  for (auto i : d) n *= t.shape()[i];
+  Tensor centered = sub(t, mean(t, d, true));
+  const double denom = static_cast<double>(std::max<std::int64_t>(n - correction, 0));
+  return div(sum(mul(centered, centered), d, keepdim), denom);
+}
+
+std::pair<Tensor, Tensor> max(const Tensor& t, std::int64_t dim, bool keepdim) { return extreme(true, t, dim, keepdim); }
+std::pair<Tensor, Tensor> min(const Tensor& t, std::int64_t dim, bool keepdim) { return extreme(false, t, dim, keepdim); }
+Tensor max(const Tensor& t) { return extreme_all(true, t); }
+Tensor min(const Tensor& t) { return extreme_all(false, t); }
+Tensor argmax(const Tensor& t, std::int64_t dim, bool keepdim) { return extreme(true, t, dim, keepdim).second; }
+Tensor argmin(const Tensor& t, std::int64_t dim, bool keepdim) { return extreme(false, t, dim, keepdim).second; }
+
+Tensor sum_to(const Tensor& t, const Shape& shape) {
+  if (t.shape() == shape) return t;
+  const std::int64_t lead = t.dim() - static_cast<std::int64_t>(shape.size());
+  REMAT_CHECK(lead >= 0, "sum_to: cannot sum shape {} to {}", t.shape(), shape);
+  std::vector<std::int64_t> dims;
+  for (std::int64_t d = 0; d < t.dim(); ++d) {
+    if (d < lead) dims.push_back(d);
+    else if (shape[d - lead] == 1 && t.shape()[d] != 1) dims.push_back(d);
+    else REMAT_CHECK(shape[d - lead] == t.shape()[d], "sum_to: cannot sum shape {} to {}", t.shape(), shape);
+  }
+  Tensor s = dims.empty() ? t : sum(t, dims, true);
+  return reshape(s, shape);
+}
+
+}  // namespace remat

@@ -1,0 +1,49 @@
+// Test helpers shared by every suite: closeness checks that print the numbers involved, the
+// PyTorch fixture loader, and float64 finite-difference checks of first and second derivatives.
+#pragma once
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "remat.h"
+
+namespace remat::testing {
+
+// Fails (with the worst element, its index and both values) unless
+// |actual - expected| <= atol + rtol * |expected| everywhere and the shapes agree.
+::testing::AssertionResult all_close(const Tensor& actual, const Tensor& expected,
+                                     double rtol = 1e-5, double atol = 1e-6);
+::testing::AssertionResult bit_equal(const Tensor& a, const Tensor& b);
+
+// A case of a fixture file written by tests/fixtures/generate.py: named tensors and attributes.
+struct FixtureCase {
+  std::string name;
+  std::map<std::string, Tensor> tensors;
+  std::map<std::string, double> numbers;
+  std::map<std::string, std::vector<std::int64_t>> lists;
+  const Tensor& operator[](const std::string& key) const;
+  double num(const std::string& key) const;
+  std::vector<std::int64_t> list(const std::string& key) const;
+};
+// Loads tests/fixtures/data/<file>.json; throws when missing.
+std::vector<FixtureCase> load_fixture(const std::string& file);
+const FixtureCase& find_case(const std::vector<FixtureCase>& cases, const std::string& name);
+
+using Fn = std::function<Tensor(const std::vector<Tensor>&)>;
+
+// Compares autograd gradients of sum(fn(inputs) * w) (w a fixed random weight) with central
+// finite differences in float64.  Inputs must be float64 leaves that require grad.
+::testing::AssertionResult gradcheck(const Fn& fn, const std::vector<Tensor>& inputs,
+                                     double eps = 1e-6, double atol = 1e-5, double rtol = 1e-4);
+// The same for second derivatives: differentiates <grad(sum(fn * w)), v> with create_graph and
+// compares with finite differences of the first derivative.
+::testing::AssertionResult gradgradcheck(const Fn& fn, const std::vector<Tensor>& inputs,
+                                         double eps = 1e-6, double atol = 1e-4, double rtol = 1e-3);
+
+// A float64 leaf with values uniform in [low, high), requiring grad.
+Tensor leaf64(const Shape& shape, std::uint64_t seed, double low = -1, double high = 1);
+
+}  // namespace remat::testing
