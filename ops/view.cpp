@@ -15,7 +15,7 @@ namespace {
 // Strides for viewing `m` with `shape`, or empty when the memory layout does not allow it
 // (the algorithm of PyTorch's computeStride: split or merge runs of contiguous dims).
 std::optional<Shape> view_strides(const TensorMeta& m, const Shape& shape) {
-  if (m.numel() == 0) return contiguous_strides(shape);
+  if (m.numel() == 0 || m.dim() == 0) return contiguous_strides(shape);
   Shape out(shape.size());
   std::int64_t view_d = static_cast<std::int64_t>(shape.size()) - 1;
   std::int64_t chunk_base_stride = m.strides.empty() ? 1 : m.strides.back();
