@@ -10,5 +10,6 @@
 #include "ops/elementwise.h"
 #include "ops/factory.h"
 #include "ops/index.h"
+#include "ops/inplace.h"
 #include "ops/reduce.h"
 #include "ops/view.h"

@@ -32,15 +32,18 @@ OpNode::OpNode(std::shared_ptr<const BackwardFunction> fn, std::vector<Edge> nex
       input_metas_(std::move(input_metas)) {
   saved_inputs_.resize(next_edges_.size());
   saved_outputs_.resize(output_metas_.size());
+  saved_versions_.resize(saved_inputs_.size() + saved_outputs_.size());
 }
 
 void OpNode::save_input(std::size_t i, const Tensor& t) {
   saved_inputs_[i] = t;
+  saved_versions_[i] = t.storage()->version();
   saved_any_ = true;
 }
 
 void OpNode::save_output(std::size_t i, const Tensor& t) {
   saved_outputs_[i] = alias_without_history(t);
+  saved_versions_[saved_inputs_.size() + i] = t.storage()->version();
   saved_any_ = true;
 }
 
@@ -55,6 +58,16 @@ std::vector<Tensor> OpNode::apply(std::vector<Tensor> grads) {
               "{}: trying to backward through the graph a second time; its saved tensors were "
               "released. Pass retain_graph=true to the first backward or grad call.",
               fn_->name());
+  for (std::size_t i = 0; i < saved_versions_.size(); ++i) {
+    const bool is_input = i < saved_inputs_.size();
+    const Tensor& t = is_input ? saved_inputs_[i] : saved_outputs_[i - saved_inputs_.size()];
+    REMAT_CHECK(!t.defined() || t.storage()->version() == saved_versions_[i],
+                "{}: {} {} (shape {}) needed for the gradient was modified by an in-place "
+                "operation after it was saved (version {}, now {})",
+                fn_->name(), is_input ? "input" : "output",
+                is_input ? i : i - saved_inputs_.size(), t.shape(), saved_versions_[i],
+                t.storage()->version());
+  }
   // When building a graph of the gradient, saved outputs must lead back into this node.
   std::vector<Tensor> outputs = saved_outputs_;
   if (GradMode::is_enabled()) {

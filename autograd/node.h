@@ -58,6 +58,7 @@ class OpNode final : public Node {
   std::vector<TensorMeta> input_metas_;
   std::vector<Tensor> saved_inputs_;
   std::vector<Tensor> saved_outputs_;  // detached aliases: no cycle through this node
+  std::vector<std::uint64_t> saved_versions_;  // of every saved tensor, inputs then outputs
   bool saved_any_ = false;
   bool released_ = false;
 };

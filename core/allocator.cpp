@@ -1,10 +1,8 @@
 #include "core/allocator.h"
 
-#include <bit>
 #include <cstdlib>
+#include <map>
 #include <mutex>
-#include <new>
-#include <unordered_map>
 #include <vector>
 
 #include "core/error.h"
@@ -12,20 +10,17 @@
 namespace remat {
 namespace {
 
-// Size classes: multiples of 64 bytes up to 4 KiB, then four classes per power of two, so a
-// reused block wastes at most a quarter of its size.
-std::size_t size_class(std::size_t bytes) {
-  if (bytes == 0) bytes = 1;
-  if (bytes <= 4096) return (bytes + kBufferAlignment - 1) / kBufferAlignment * kBufferAlignment;
-  const std::size_t top = std::bit_floor(bytes);
-  const std::size_t step = top / 4;
-  return (bytes + step - 1) / step * step;
-}
-
+// Blocks are cached by exact size (rounded to the alignment): training steps repeat their sizes,
+// so exact reuse is the common case, and no block hides more than 63 unused bytes.
 class CachingCpuAllocator final : public Allocator {
  public:
-  ~CachingCpuAllocator() override { release_cached(); }
+  ~CachingCpuAllocator() override { release_all_cached(); }
   Device device() const override { return Device::cpu(); }
+
+  std::size_t size_class(std::size_t bytes) const override {
+    if (bytes == 0) bytes = 1;
+    return (bytes + kBufferAlignment - 1) / kBufferAlignment * kBufferAlignment;
+  }
 
   Block allocate(std::size_t bytes) override {
     const std::size_t size = size_class(bytes);
@@ -41,7 +36,7 @@ class CachingCpuAllocator final : public Allocator {
     }
     void* p = std::aligned_alloc(kBufferAlignment, size);
     if (!p) {
-      release_cached();
+      release_all_cached();
       p = std::aligned_alloc(kBufferAlignment, size);
     }
     REMAT_CHECK(p, "cpu allocator: out of memory allocating {} bytes", size);
@@ -60,17 +55,32 @@ class CachingCpuAllocator final : public Allocator {
     return cached_;
   }
 
-  void release_cached() override {
+  bool has_cached(std::size_t size_class) const override {
     std::lock_guard lock(mu_);
-    for (auto& [size, ptrs] : free_)
-      for (void* p : ptrs) std::free(p);
-    free_.clear();
-    cached_ = 0;
+    auto it = free_.find(size_class);
+    return it != free_.end() && !it->second.empty();
+  }
+
+  std::size_t release_cached(std::size_t bytes, std::size_t keep_class) override {
+    std::lock_guard lock(mu_);
+    std::size_t released = 0;
+    // Largest blocks first: fewest frees for the bytes asked.
+    for (auto it = free_.rbegin(); it != free_.rend() && released < bytes; ++it) {
+      if (it->first == keep_class) continue;
+      auto& ptrs = it->second;
+      while (!ptrs.empty() && released < bytes) {
+        std::free(ptrs.back());
+        ptrs.pop_back();
+        released += it->first;
+      }
+    }
+    cached_ -= released;
+    return released;
   }
 
  private:
   mutable std::mutex mu_;
-  std::unordered_map<std::size_t, std::vector<void*>> free_;
+  std::map<std::size_t, std::vector<void*>> free_;
   std::size_t cached_ = 0;
 };
 

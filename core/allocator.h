@@ -1,7 +1,7 @@
-// Device memory under the DTR pool.  The CPU allocator caches freed blocks by size class so a
-// training step reuses its pages instead of touching fresh ones (about 10 us a page here); the
-// pool above it decides what is resident, this layer only hands out aligned bytes.
-// Usage: Block b = allocator_for(Device::cpu()).allocate(1024); ... deallocate(b);
+// Device memory under the DTR pool.  The CPU allocator caches freed blocks by size so a training
+// step reuses its pages instead of touching fresh ones (about 10 us a page here); the pool above
+// it decides what is resident, and under a budget counts cached bytes too, releasing them
+// before it evicts anything.  Usage: Block b = allocator_for(Device::cpu()).allocate(1024);
 #pragma once
 #include <cstddef>
 
@@ -18,12 +18,18 @@ class Allocator {
  public:
   virtual ~Allocator() = default;
   virtual Device device() const = 0;
+  // The bytes a request of `bytes` really reserves.
+  virtual std::size_t size_class(std::size_t bytes) const = 0;
   virtual Block allocate(std::size_t bytes) = 0;
   virtual void deallocate(Block block) = 0;
   // Bytes held in the cache, free for reuse but not returned to the system.
   virtual std::size_t cached_bytes() const = 0;
-  // Returns every cached block to the system.
-  virtual void release_cached() = 0;
+  // Whether a cached block of this size class is ready for reuse.
+  virtual bool has_cached(std::size_t size_class) const = 0;
+  // Returns cached blocks to the system, never of class `keep_class` (0: any), until at least
+  // `bytes` were released or nothing else is cached; returns the bytes released.
+  virtual std::size_t release_cached(std::size_t bytes, std::size_t keep_class = 0) = 0;
+  void release_all_cached() { release_cached(static_cast<std::size_t>(-1)); }
 };
 
 Allocator& allocator_for(Device device);

@@ -2,6 +2,7 @@
 // every tensor buffer lives in the DTR cache while core/ never includes dtr/.
 #pragma once
 #include <cstddef>
+#include <cstdint>
 
 #include "core/device.h"
 
@@ -17,6 +18,8 @@ class Storage {
   virtual void* resident_data() = 0;
   // Called before the storage is written in place outside an op kernel (element writes).
   virtual void mark_mutated() {}
+  // Counts in-place writes, so autograd can tell that a saved tensor was modified.
+  virtual std::uint64_t version() const { return 0; }
 };
 
 }  // namespace remat

@@ -113,8 +113,9 @@ void Tensor::set(std::initializer_list<std::int64_t> index, T value) const {
   REMAT_CHECK(dtype_of<T>() == dtype(), "set: value type {} does not match tensor dtype {}",
               dtype_of<T>(), dtype());
   const auto off = element_offset("set", index);
-  void* base = base_data();
+  base_data();  // resident first, then the cache detaches the old value, then we write
   storage()->mark_mutated();
+  void* base = base_data();
   static_cast<T*>(base)[off] = value;
 }
 

@@ -10,17 +10,29 @@ Cell::Cell(Pool& pool, std::size_t nbytes, std::uint64_t id)
     : pool_(pool), nbytes_(nbytes), id_(id) {}
 
 Cell::~Cell() {
-  if (state_ == CellState::Resident) pool_.free_buffer(*this, CellState::Banished);
+  pool_.on_cell_destroyed(*this);
   if (record_) release_later(std::move(record_));
 }
 
 Device Cell::device() const { return pool_.device(); }
 
 void* Cell::resident_data() {
-  REMAT_CHECK(state_ == CellState::Resident,
-              "cell {} ({} bytes) is not resident and cannot be recomputed", id_, nbytes_);
-  last_access_ = pool_.tick();
+  pool_.ensure_resident(*this);
   return block_.ptr;
+}
+
+void Cell::mark_mutated() {
+  // A write through an element accessor changes the bytes the record would recompute: readers
+  // of the old value get their own copy, and this cell can no longer be recomputed.
+  if (has_live_dependents()) pool_.copy_on_write(*this);
+  pool_.make_constant(*this);
+  ++version_;
+}
+
+bool Cell::has_live_dependents() const {
+  for (const auto& d : dependents_)
+    if (!d.expired()) return true;
+  return false;
 }
 
 }  // namespace remat

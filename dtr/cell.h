@@ -1,13 +1,16 @@
 // A cell of the DTR pool: the one implementation of core's Storage.  A cell owns a device buffer
 // while resident and keeps the record of the op call that produced it, so the cache can free
-// the buffer and recreate the bytes later.  Constants (loaded data, parameters) have no record.
+// the buffer (evict) and recreate the bytes later (rematerialize).  Constants (loaded data,
+// parameters, anything without a producer) have no record and are never evicted.
 #pragma once
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <vector>
 
 #include "core/allocator.h"
 #include "core/storage.h"
+#include "dtr/config.h"
 #include "dtr/producer.h"
 
 namespace remat {
@@ -15,19 +18,38 @@ namespace remat {
 class Cell;
 class Pool;
 
-// One op call: producer (op and attributes, RNG key included), the cells it read with the views
-// it read them through, and the cells it wrote.
+// One op call: the producer (op and attributes, RNG key included), the cells it read with the
+// views it read them through, and the cells it wrote.  Costs are kept for every cost model.
 struct Record {
   std::shared_ptr<const Producer> producer;
   std::vector<std::shared_ptr<Cell>> inputs;
   std::vector<TensorMeta> input_metas;
   std::vector<std::weak_ptr<Cell>> outputs;
   std::vector<TensorMeta> output_metas;
-  double cost = 0;  // seconds of kernel time
+  double seconds = 0;  // measured kernel time
+  double flops = 0;
+  double bytes = 0;    // bytes read and written
   std::uint64_t id = 0;
+
+  double cost(CostModel model) const {
+    switch (model) {
+      case CostModel::Time: return seconds;
+      case CostModel::Flops: return flops;
+      case CostModel::Bytes: return bytes;
+      case CostModel::Unit: return 1;
+    }
+    return 1;
+  }
 };
 
 enum class CellState : std::uint8_t { Resident, Evicted, Banished };
+
+// Union-find node of an evicted component, for the dtr-eq approximation of e*.
+struct EvictedClass {
+  std::shared_ptr<EvictedClass> parent;
+  double cost = 0;
+  std::size_t size = 0;
+};
 
 class Cell final : public Storage, public std::enable_shared_from_this<Cell> {
  public:
@@ -39,6 +61,7 @@ class Cell final : public Storage, public std::enable_shared_from_this<Cell> {
   Device device() const override;
   std::size_t nbytes() const override { return nbytes_; }
   void* resident_data() override;
+  void mark_mutated() override;
 
   std::uint64_t id() const { return id_; }
   CellState state() const { return state_; }
@@ -51,9 +74,20 @@ class Cell final : public Storage, public std::enable_shared_from_this<Cell> {
   int pins() const { return pins_; }
   // True while any tensor handle views this cell.
   bool has_handles() const { return handles_ > 0; }
+  // Live tensor handles (TensorImpls) on this cell.
+  long handle_count() const { return external_.use_count(); }
+  // Bumped by every in-place change, so saved tensors can tell they went stale.
+  std::uint64_t version() const override { return version_; }
+  // Cells whose records read this one (pruned of dead entries as it grows).
+  const std::vector<std::weak_ptr<Cell>>& dependents() const { return dependents_; }
+  bool has_live_dependents() const;
+  std::uint64_t last_access() const { return last_access_; }
+  // False once an input of its record was banished: it can no longer be recomputed.
+  bool replayable() const { return record_ && !unreplayable_; }
 
  private:
   friend class Pool;
+  friend struct Heuristics;
   Pool& pool_;
   std::size_t nbytes_;
   std::uint64_t id_;
@@ -65,6 +99,13 @@ class Cell final : public Storage, public std::enable_shared_from_this<Cell> {
   int handles_ = 0;  // 1 while a handle family exists
   std::weak_ptr<Storage> external_;
   std::uint64_t last_access_ = 0;
+  std::uint64_t version_ = 0;
+  bool unreplayable_ = false;
+  std::vector<std::weak_ptr<Cell>> dependents_;
+  std::size_t prune_at_ = 8;
+  std::size_t candidate_index_ = std::numeric_limits<std::size_t>::max();
+  std::shared_ptr<EvictedClass> evicted_class_;
+  std::uint64_t mark_ = 0;  // visit stamp for neighbourhood walks
 };
 
 }  // namespace remat

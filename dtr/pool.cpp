@@ -1,11 +1,33 @@
 #include "dtr/pool.h"
 
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
 #include <map>
 #include <mutex>
 
 #include "core/error.h"
+#include "core/release.h"
+#include "dtr/heuristics.h"
+#include "dtr/trace.h"
 
 namespace remat {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+// Adds the elapsed time of its scope to a counter.
+struct Timer {
+  double& sink;
+  Clock::time_point t0 = Clock::now();
+  ~Timer() { sink += seconds_since(t0); }
+};
+
+}  // namespace
 
 Pool& Pool::of(Device device) {
   // Pools live for the whole process: cells may die during static destruction.
@@ -18,58 +40,442 @@ Pool& Pool::of(Device device) {
   return *it->second;
 }
 
-Pool::Pool(Device device) : device_(device), allocator_(allocator_for(device)) {}
+Pool::Pool(Device device, Allocator* allocator)
+    : device_(device), allocator_(allocator ? *allocator : allocator_for(device)) {
+  configure(config_);
+}
 
-void Pool::materialize(Cell& cell) {
+Pool::~Pool() = default;
+
+// ---------------------------------------------------------------- configuration
+
+void Pool::configure(const DtrConfig& config) {
+  const auto budget = config.budget;
+  config_ = config;
+  config_.budget = config_.budget;
+  rng_state_ = config.seed * 0x9E3779B97F4A7C15ull + 0x2545F4914F6CDD1Dull;
+  set_budget(budget);
+}
+
+void Pool::set_budget(std::optional<std::size_t> bytes) {
+  const auto old = config_.budget;
+  config_.budget = bytes;
+  total_.budget = bytes;
+  if (!bytes) return;
+  try {
+    make_room(0, "set_budget");
+  } catch (const OutOfBudget&) {
+    config_.budget = old;
+    total_.budget = old;
+    throw;
+  }
+}
+
+// ---------------------------------------------------------------- accounting
+
+void Pool::account_resident(std::ptrdiff_t delta) {
+  resident_bytes_ = static_cast<std::size_t>(static_cast<std::ptrdiff_t>(resident_bytes_) + delta);
+  if (resident_bytes_ > peak_resident_bytes_) peak_resident_bytes_ = resident_bytes_;
+  if (resident_bytes_ > total_.peak_resident_bytes) total_.peak_resident_bytes = resident_bytes_;
+}
+
+std::size_t Pool::pinned_bytes() const {
+  // Everything resident that cannot be evicted right now: pinned cells and constants.
+  std::size_t evictable = 0;
+  for (const Cell* c : candidates_)
+    if (c->pins_ == 0) evictable += c->nbytes_;
+  return resident_bytes_ - evictable;
+}
+
+DtrStats Pool::stats() const {
+  DtrStats s = total_.since(window_base_);
+  s.peak_resident_bytes = peak_resident_bytes_;
+  s.budget = config_.budget;
+  return s;
+}
+
+DtrStats Pool::total_stats() const {
+  DtrStats s = total_;
+  s.budget = config_.budget;
+  return s;
+}
+
+void Pool::reset_stats() {
+  window_base_ = total_;
+  reset_peak();
+}
+
+// ---------------------------------------------------------------- candidates
+
+void Pool::add_candidate(Cell& cell) {
+  if (cell.candidate_index_ != std::numeric_limits<std::size_t>::max()) return;
+  cell.candidate_index_ = candidates_.size();
+  candidates_.push_back(&cell);
+}
+
+void Pool::remove_candidate(Cell& cell) {
+  const std::size_t i = cell.candidate_index_;
+  if (i == std::numeric_limits<std::size_t>::max()) return;
+  Cell* last = candidates_.back();
+  candidates_[i] = last;
+  last->candidate_index_ = i;
+  candidates_.pop_back();
+  cell.candidate_index_ = std::numeric_limits<std::size_t>::max();
+}
+
+Cell* Pool::choose_victim() {
+  const std::size_t n = candidates_.size();
+  if (n == 0) return nullptr;
+  std::size_t k = config_.sample;
+  if (k == 0) k = std::max<std::size_t>(8, static_cast<std::size_t>(std::ceil(std::sqrt(static_cast<double>(n)))));
+  Cell* best = nullptr;
+  double best_score = 0;
+  auto consider = [&](Cell* c) {
+    if (c->pins_ > 0) return;
+    const double s = Heuristics::score(*this, *c);
+    if (!best || s < best_score || (s == best_score && c->id_ < best->id_)) best = c, best_score = s;
+  };
+  if (k >= n) {
+    for (Cell* c : candidates_) consider(c);
+    return best;
+  }
+  // Deterministic sampling (xorshift seeded by the configuration): no scan of every cell.
+  for (std::size_t j = 0; j < k; ++j) {
+    rng_state_ ^= rng_state_ << 13, rng_state_ ^= rng_state_ >> 7, rng_state_ ^= rng_state_ << 17;
+    consider(candidates_[rng_state_ % n]);
+  }
+  if (!best)  // every sample was pinned: fall back to a full pass
+    for (Cell* c : candidates_) consider(c);
+  return best;
+}
+
+// ---------------------------------------------------------------- memory
+
+void Pool::make_room(std::size_t bytes, std::string_view op) {
+  if (!config_.budget) return;
+  const std::size_t budget = *config_.budget;
+  Timer timer{total_.search_seconds};
+  const std::size_t cls = bytes ? allocator_.size_class(bytes) : 0;
+  while (true) {
+    const std::size_t cached = allocator_.cached_bytes();
+    const bool reuse = bytes && allocator_.has_cached(cls);
+    // Held after the allocation: resident + cached, where a reused block leaves the cache.
+    const std::size_t held = resident_bytes_ + cached + bytes - (reuse ? cls : 0);
+    if (held <= budget) return;
+    const std::size_t excess = held - budget;
+    if (cached - (reuse ? cls : 0) > 0 && allocator_.release_cached(excess, reuse ? cls : 0) > 0) continue;
+    Cell* victim = choose_victim();
+    if (!victim) throw OutOfBudget(std::string(op), bytes, pinned_bytes(), budget);
+    evict(*victim);
+  }
+}
+
+void Pool::materialize(Cell& cell, std::string_view op) {
+  make_room(cell.nbytes_, op);
   cell.block_ = allocator_.allocate(cell.nbytes_);
   cell.state_ = CellState::Resident;
   cell.last_access_ = tick();
-  stats_.resident_bytes += cell.nbytes_;
-  if (stats_.resident_bytes > stats_.peak_resident_bytes)
-    stats_.peak_resident_bytes = stats_.resident_bytes;
+  ++resident_cells_;
+  account_resident(static_cast<std::ptrdiff_t>(cell.nbytes_));
+  if (cell.replayable()) add_candidate(cell);
 }
 
 void Pool::free_buffer(Cell& cell, CellState next) {
   if (cell.state_ == CellState::Resident) {
+    remove_candidate(cell);
     allocator_.deallocate(cell.block_);
     cell.block_ = {};
-    stats_.resident_bytes -= cell.nbytes_;
+    --resident_cells_;
+    account_resident(-static_cast<std::ptrdiff_t>(cell.nbytes_));
+    // Unbudgeted, the cache may hold at most the peak again; under a budget make_room trims it.
+    if (!config_.budget) {
+      const std::size_t cached = allocator_.cached_bytes();
+      if (cached > peak_resident_bytes_) allocator_.release_cached(cached - peak_resident_bytes_);
+    }
   }
   cell.state_ = next;
 }
 
-std::shared_ptr<Cell> Pool::new_constant(std::size_t nbytes) {
+// ---------------------------------------------------------------- cells
+
+std::shared_ptr<Cell> Pool::new_constant(std::size_t nbytes, std::string_view op) {
   auto cell = std::make_shared<Cell>(*this, nbytes, ++cell_ids_);
-  materialize(*cell);
-  ++stats_.cells_allocated;
+  materialize(*cell, op);
+  if (trace_) trace_->constant(*cell);
   return cell;
 }
 
-std::shared_ptr<Cell> Pool::new_output(std::size_t nbytes) { return new_constant(nbytes); }
+std::shared_ptr<Cell> Pool::new_output(std::size_t nbytes, std::string_view op) {
+  auto cell = std::make_shared<Cell>(*this, nbytes, ++cell_ids_);
+  materialize(*cell, op);
+  return cell;
+}
 
 void Pool::record_call(const std::shared_ptr<Record>& record,
                        std::span<const std::shared_ptr<Cell>> outputs) {
+  Timer timer{total_.bookkeeping_seconds};
   for (std::size_t i = 0; i < outputs.size(); ++i) {
-    outputs[i]->record_ = record;
-    outputs[i]->output_index_ = static_cast<int>(i);
+    Cell& out = *outputs[i];
+    out.record_ = record;
+    out.output_index_ = static_cast<int>(i);
+    out.unreplayable_ = false;
+    if (out.resident() && out.replayable()) add_candidate(out);
   }
-  ++stats_.calls;
-  stats_.compute_seconds += record->cost;
+  for (const auto& in : record->inputs) {
+    auto& deps = in->dependents_;
+    if (deps.size() >= in->prune_at_) {
+      std::erase_if(deps, [](const std::weak_ptr<Cell>& w) { return w.expired(); });
+      in->prune_at_ = std::max<std::size_t>(8, deps.size() * 2);
+    }
+    for (const auto& out : outputs) deps.push_back(out);
+  }
+  ++total_.calls;
+  ++total_.executions;
+  total_.compute_seconds += record->seconds;
+  if (trace_) trace_->call(*record, outputs);
 }
 
-void Pool::pin(Cell& cell) {
-  REMAT_CHECK(cell.state_ == CellState::Resident,
-              "cell {} ({} bytes) is not resident and cannot be recomputed", cell.id_,
-              cell.nbytes_);
+void Pool::pin(Cell& cell, std::string_view op) {
+  ensure_resident(cell, op);
   ++cell.pins_;
-  cell.last_access_ = tick();
 }
 
 void Pool::unpin(Cell& cell) { --cell.pins_; }
 
+void Pool::ensure_resident(Cell& target, std::string_view op) {
+  target.last_access_ = tick();
+  if (target.resident()) return;
+  // Iterative rematerialization: a frame per record being rebuilt, its resident inputs pinned
+  // while the missing ones are rebuilt first.  No recursion on the C++ stack.
+  struct Frame {
+    Cell* cell;
+    std::vector<Cell*> pinned;
+  };
+  std::vector<Frame> stack;
+  auto unpin_all = [&] {
+    for (auto& f : stack)
+      for (Cell* c : f.pinned) --c->pins_;
+  };
+  auto check = [&](Cell& c) {
+    REMAT_CHECK(c.state_ != CellState::Banished && c.record_,
+                "{}: cell {} ({} bytes) was freed for good and cannot be recomputed", op, c.id_, c.nbytes_);
+    REMAT_CHECK(!c.unreplayable_,
+                "{}: cell {} ({} bytes) cannot be recomputed: an input of its producer {} was banished",
+                op, c.id_, c.nbytes_, c.record_->producer->name());
+  };
+  try {
+    check(target);
+    stack.push_back({&target, {}});
+    while (!stack.empty()) {
+      Frame& f = stack.back();
+      if (f.cell->resident()) {  // rebuilt as a sibling output of another replay
+        for (Cell* c : f.pinned) --c->pins_;
+        stack.pop_back();
+        continue;
+      }
+      Record& r = *f.cell->record_;
+      Cell* missing = nullptr;
+      for (const auto& in : r.inputs) {
+        if (!in->resident()) {
+          missing = in.get();
+          break;
+        }
+      }
+      // Keep what is already resident for this record while the rest is rebuilt.
+      for (const auto& in : r.inputs) {
+        if (in->resident() && std::find(f.pinned.begin(), f.pinned.end(), in.get()) == f.pinned.end()) {
+          ++in->pins_;
+          in->last_access_ = tick();
+          f.pinned.push_back(in.get());
+        }
+      }
+      if (missing) {
+        check(*missing);
+        stack.push_back({missing, {}});
+        continue;
+      }
+      replay(r, op);
+      for (Cell* c : f.pinned) --c->pins_;
+      stack.pop_back();
+    }
+  } catch (...) {
+    unpin_all();
+    throw;
+  }
+}
+
+void Pool::replay(Record& r, std::string_view op) {
+  struct Out {
+    std::shared_ptr<Cell> cell;
+    Block scratch;
+  };
+  std::vector<Out> outs(r.outputs.size());
+  std::vector<KernelArg> in_args(r.inputs.size()), out_args(r.outputs.size());
+  auto release = [&] {
+    for (auto& o : outs) {
+      if (o.cell && o.cell->pins_ > 0) --o.cell->pins_;
+      if (o.scratch.ptr) {
+        allocator_.deallocate(o.scratch);
+        account_resident(-static_cast<std::ptrdiff_t>(r.output_metas[&o - outs.data()].nbytes()));
+      }
+    }
+  };
+  try {
+    for (std::size_t i = 0; i < r.outputs.size(); ++i) {
+      auto c = r.outputs[i].lock();
+      if (c && c->record_.get() == &r) {
+        if (!c->resident()) {
+          materialize(*c, op);
+          Heuristics::on_rematerialized(*this, *c);
+        }
+        ++c->pins_;
+        outs[i].cell = c;
+        out_args[i] = {&r.output_metas[i], c->block_.ptr};
+      } else {
+        // The output died: the kernel still writes it, into a short-lived buffer.
+        const std::size_t n = r.output_metas[i].nbytes();
+        make_room(n, op);
+        outs[i].scratch = allocator_.allocate(n);
+        account_resident(static_cast<std::ptrdiff_t>(n));
+        out_args[i] = {&r.output_metas[i], outs[i].scratch.ptr};
+      }
+    }
+    for (std::size_t i = 0; i < r.inputs.size(); ++i) in_args[i] = {&r.input_metas[i], r.inputs[i]->block_.ptr};
+    const auto t0 = Clock::now();
+    r.producer->execute(in_args, out_args);
+    total_.recompute_seconds += seconds_since(t0);
+  } catch (...) {
+    release();
+    throw;
+  }
+  release();
+  ++total_.rematerializations;
+  ++total_.executions;
+}
+
+void Pool::evict(Cell& cell) {
+  REMAT_CHECK(cell.resident() && cell.pins_ == 0 && cell.replayable(),
+              "evict: cell {} is not an evictable resident cell", cell.id_);
+  free_buffer(cell, CellState::Evicted);
+  ++total_.evictions;
+  Heuristics::on_evicted(*this, cell);
+}
+
+void Pool::banish(Cell& cell) {
+  free_buffer(cell, CellState::Banished);
+  // Resident dependents can no longer be recomputed: they leave the candidates for good.
+  for (const auto& w : cell.dependents_) {
+    if (auto d = w.lock()) {
+      d->unreplayable_ = true;
+      remove_candidate(*d);
+    }
+  }
+  if (cell.record_) release_later(std::move(cell.record_));
+}
+
+void Pool::make_constant(Cell& cell) {
+  if (!cell.record_) return;
+  remove_candidate(cell);
+  auto& outs = cell.record_->outputs;
+  if (static_cast<std::size_t>(cell.output_index_) < outs.size()) outs[cell.output_index_].reset();
+  release_later(std::move(cell.record_));
+  cell.evicted_class_.reset();
+}
+
+std::shared_ptr<Cell> Pool::begin_write(Cell& cell, bool overwrite, std::string_view op) {
+  pin(cell, op);
+  if (!cell.has_live_dependents()) return nullptr;  // nothing can replay from the old value
+  try {
+    if (!overwrite) {
+      copy_on_write(cell);
+      return nullptr;
+    }
+    auto old = std::make_shared<Cell>(*this, cell.nbytes_, ++cell_ids_);
+    transfer_identity(cell, *old);
+    ++old->pins_;  // read by the kernel
+    materialize(cell, op);
+    return old;
+  } catch (...) {
+    unpin(cell);
+    throw;
+  }
+}
+
+void Pool::finish_write(Cell& cell, const Record& mutation) {
+  unpin(cell);
+  make_constant(cell);
+  ++cell.version_;
+  ++total_.calls;
+  ++total_.executions;
+  total_.compute_seconds += mutation.seconds;
+  if (trace_) trace_->mutate(mutation, cell);
+}
+
+void Pool::copy_on_write(Cell& cell) {
+  auto old = std::make_shared<Cell>(*this, cell.nbytes_, ++cell_ids_);
+  ++cell.pins_;  // keep the bytes while the new buffer is found
+  try {
+    materialize(*old, "copy_on_write");
+  } catch (...) {
+    --cell.pins_;
+    throw;
+  }
+  --cell.pins_;
+  // Swap buffers so `old` keeps the old bytes in place; then copy them back into `cell`.
+  std::swap(old->block_, cell.block_);
+  std::memcpy(cell.block_.ptr, old->block_.ptr, cell.nbytes_);
+  old->state_ = CellState::Resident;
+  old->record_ = std::move(cell.record_);
+  old->output_index_ = cell.output_index_;
+  old->unreplayable_ = cell.unreplayable_;
+  cell.unreplayable_ = false;
+  remove_candidate(cell);
+  if (old->record_) {
+    old->record_->outputs[old->output_index_] = old;
+    if (old->replayable()) add_candidate(*old);
+  }
+  old->dependents_ = std::move(cell.dependents_);
+  cell.dependents_.clear();
+  for (const auto& w : old->dependents_) {
+    auto d = w.lock();
+    if (!d || !d->record_) continue;
+    for (auto& in : d->record_->inputs)
+      if (in.get() == &cell) in = old;
+  }
+}
+
+void Pool::transfer_identity(Cell& from, Cell& to) {
+  REMAT_CHECK(from.nbytes_ == to.nbytes_ && from.resident() && !to.resident() && !to.record_,
+              "transfer_identity: cells {} and {} do not match", from.id_, to.id_);
+  // `to` takes the old bytes, the record that computes them, and the readers of the old value.
+  const bool was_candidate = from.candidate_index_ != std::numeric_limits<std::size_t>::max();
+  remove_candidate(from);
+  to.block_ = from.block_;
+  to.state_ = CellState::Resident;
+  to.last_access_ = from.last_access_;
+  ++resident_cells_;
+  from.block_ = {};
+  from.state_ = CellState::Evicted;
+  --resident_cells_;
+  to.record_ = std::move(from.record_);
+  to.output_index_ = from.output_index_;
+  to.unreplayable_ = from.unreplayable_;
+  from.unreplayable_ = false;
+  if (to.record_) to.record_->outputs[to.output_index_] = to.shared_from_this();
+  to.dependents_ = std::move(from.dependents_);
+  from.dependents_.clear();
+  for (const auto& w : to.dependents_) {
+    auto d = w.lock();
+    if (!d || !d->record_) continue;
+    for (auto& in : d->record_->inputs)
+      if (in.get() == &from) in = to.shared_from_this();
+  }
+  if (was_candidate) add_candidate(to);
+}
+
 std::shared_ptr<Storage> Pool::handle(const std::shared_ptr<Cell>& cell) {
   // The handle family is a shared_ptr aliasing the cell whose deleter tells the pool when the
-  // last tensor let go; its count is the cell's external reference count.
+  // last tensor let go; its use count is the number of live tensor handles.
   if (cell->handles_ > 0) {
     if (auto existing = cell->external_.lock()) return existing;
   }
@@ -84,8 +490,45 @@ std::shared_ptr<Storage> Pool::handle(const std::shared_ptr<Cell>& cell) {
 }
 
 void Pool::on_last_handle(Cell& cell) {
-  // With nothing left to read it, the buffer goes; the record stays for cells computed from it.
-  if (cell.pins_ == 0) free_buffer(cell, cell.is_constant() ? CellState::Banished : CellState::Evicted);
+  if (trace_) trace_->release(cell);
+  if (cell.pins_ > 0) return;
+  const bool recomputable = cell.replayable();
+  switch (config_.policy) {
+    case DeallocPolicy::Ignore:
+      break;
+    case DeallocPolicy::Banish:
+      // Banishing is safe only when no evicted dependent still needs this value.
+      if (!std::any_of(cell.dependents_.begin(), cell.dependents_.end(), [](const auto& w) {
+            auto d = w.lock();
+            return d && !d->resident() && d->replayable();
+          })) {
+        banish(cell);
+        break;
+      }
+      [[fallthrough]];
+    case DeallocPolicy::EagerEvict:
+      if (cell.resident() && recomputable) {
+        free_buffer(cell, CellState::Evicted);
+        Heuristics::on_evicted(*this, cell);
+      } else if (cell.resident() && !cell.has_live_dependents()) {
+        // A constant nobody can read again.
+        free_buffer(cell, CellState::Banished);
+      }
+      break;
+  }
+}
+
+void Pool::on_cell_destroyed(Cell& cell) {
+  if (cell.state_ == CellState::Resident) free_buffer(cell, CellState::Banished);
+  remove_candidate(cell);
+}
+
+// ---------------------------------------------------------------- trace
+
+void Pool::start_trace(const std::string& path) { trace_ = std::make_unique<Trace>(path); }
+void Pool::stop_trace() { trace_.reset(); }
+void Pool::annotate(std::string_view text) {
+  if (trace_) trace_->annotate(text);
 }
 
 }  // namespace remat

@@ -1,69 +1,137 @@
-// The DTR pool of one device: every tensor buffer is a cell allocated here.  The pool counts
-// resident bytes and their peak exactly, and hands out the tensor-facing storage handles whose
-// lifetime tells the cache when user code has let go of a cell.
-// Usage: auto& pool = Pool::of(Device::cpu()); auto c = pool.new_constant(bytes);
+// The DTR pool of one device: every tensor buffer is a cell allocated here.  Under a budget it
+// evicts cells chosen by a heuristic and rematerializes them on access by replaying their
+// records, so resident bytes never exceed the budget.  It also counts resident bytes and their
+// peak exactly and hands out the storage handles whose lifetime drives deallocation policies.
+// Usage: auto& pool = Pool::of(Device::cpu()); pool.set_budget(300 << 20);
 #pragma once
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <string_view>
+#include <vector>
 
 #include "dtr/cell.h"
+#include "dtr/config.h"
+#include "dtr/errors.h"
+#include "dtr/stats.h"
 
 namespace remat {
 
-struct PoolStats {
-  std::size_t resident_bytes = 0;
-  std::size_t peak_resident_bytes = 0;
-  std::uint64_t cells_allocated = 0;
-  std::uint64_t calls = 0;          // op calls recorded
-  double compute_seconds = 0;       // kernel time of those calls
-};
+class Trace;
 
 class Pool {
  public:
   static Pool& of(Device device);
-  explicit Pool(Device device);
+  explicit Pool(Device device, Allocator* allocator = nullptr);
   Pool(const Pool&) = delete;
   Pool& operator=(const Pool&) = delete;
+  ~Pool();
 
   Device device() const { return device_; }
 
+  // ---- configuration
+  const DtrConfig& config() const { return config_; }
+  void configure(const DtrConfig& config);
+  // Unlimited when empty.  Lowering the budget evicts at once; throws OutOfBudget (and keeps
+  // the old budget) when the unevictable cells alone exceed it.
+  void set_budget(std::optional<std::size_t> bytes);
+  std::optional<std::size_t> budget() const { return config_.budget; }
+  void set_heuristic(Heuristic h) { config_.heuristic = h; }
+  void set_policy(DeallocPolicy p) { config_.policy = p; }
+  void set_cost_model(CostModel c) { config_.cost = c; }
+
+  // ---- cells
   // A resident cell with no producer; it is never evicted.
-  std::shared_ptr<Cell> new_constant(std::size_t nbytes);
-  // Resident cells for the outputs of one op call, before the kernel runs.
-  std::shared_ptr<Cell> new_output(std::size_t nbytes);
-  // After the kernel ran: binds outputs to the call's record and accounts its cost.
+  std::shared_ptr<Cell> new_constant(std::size_t nbytes, std::string_view op = "constant");
+  // A resident cell for an output of the op call `op`, before its kernel runs; evicts to make
+  // room.  Until record_call it is unevictable.
+  std::shared_ptr<Cell> new_output(std::size_t nbytes, std::string_view op);
+  // After the kernel ran: binds outputs to the call's record, accounts and traces it.
   void record_call(const std::shared_ptr<Record>& record,
                    std::span<const std::shared_ptr<Cell>> outputs);
 
-  // Pins a cell for the duration of one kernel: it must be resident and stays so.
-  void pin(Cell& cell);
+  // Makes the cell resident (rematerializing it and, iteratively, whatever it needs) and pins
+  // it: it stays resident until unpin.
+  void pin(Cell& cell, std::string_view op = "access");
   void unpin(Cell& cell);
+  // Makes the cell resident without pinning it.
+  void ensure_resident(Cell& cell, std::string_view op = "access");
+  // Frees a resident, unpinned, replayable cell's buffer; it comes back on its next access.
+  void evict(Cell& cell);
+  // The cell's bytes are about to change in place.  Pins it resident; when records may still
+  // replay from its old value, the old value moves to a new cell first.  With `overwrite`
+  // (every byte is written from inputs that include the old value) that cell keeps the old
+  // buffer and the returned cell is it, so the kernel reads the old bytes from there and
+  // writes a fresh buffer; otherwise the bytes are copied and nullptr is returned (the kernel
+  // runs in place).  finish_write unpins, turns the cell into a constant (it can no longer be
+  // recomputed by its record) and bumps its version.
+  std::shared_ptr<Cell> begin_write(Cell& cell, bool overwrite, std::string_view op);
+  void finish_write(Cell& cell, const Record& mutation);
+  // The cell's bytes were changed in place: it can no longer be recomputed by its record.
+  void make_constant(Cell& cell);
+  // Before `cell` is written in place while records still read its old value: the old bytes,
+  // the record computing them and those readers move to a new cell; `cell` keeps a copy.
+  void copy_on_write(Cell& cell);
+  // Moves `from`'s buffer, record and dependents to the fresh cell `to` (same size), leaving
+  // `from` without buffer or record: the copy-on-write step of an in-place op, which then
+  // writes `from`'s new buffer from `to`'s bytes.
+  void transfer_identity(Cell& from, Cell& to);
 
   // The storage handle tensors hold.  All handles of a cell share one count; when the last one
-  // dies the cell's buffer is released (the cell's record survives while others read it).
+  // dies the deallocation policy decides what happens to the cell.
   std::shared_ptr<Storage> handle(const std::shared_ptr<Cell>& cell);
 
-  const PoolStats& stats() const { return stats_; }
-  std::size_t resident_bytes() const { return stats_.resident_bytes; }
-  std::size_t peak_resident_bytes() const { return stats_.peak_resident_bytes; }
+  // ---- accounting
+  std::size_t resident_bytes() const { return resident_bytes_; }
+  std::size_t peak_resident_bytes() const { return peak_resident_bytes_; }
   // Starts a new peak measurement from the current resident bytes.
-  void reset_peak() { stats_.peak_resident_bytes = stats_.resident_bytes; }
+  void reset_peak() { peak_resident_bytes_ = resident_bytes_; }
+  std::size_t pinned_bytes() const;
+  std::size_t resident_cells() const { return resident_cells_; }
+  std::size_t evictable_cells() const { return candidates_.size(); }
+  DtrStats stats() const;        // since the last reset_stats()
+  DtrStats total_stats() const;  // since the start of the run
+  void reset_stats();
   std::uint64_t next_record_id() { return ++record_ids_; }
   std::uint64_t tick() { return ++clock_; }
+  std::uint64_t now() const { return clock_; }
+
+  // ---- trace: JSON lines of every constant, call, mutation, release, pin and annotation
+  void start_trace(const std::string& path);
+  void stop_trace();
+  Trace* trace() const { return trace_.get(); }
+  void annotate(std::string_view text);
 
  private:
   friend class Cell;
-  void materialize(Cell& cell);  // allocates the buffer of a non-resident cell
+  friend struct Heuristics;
+  void materialize(Cell& cell, std::string_view op);
   void free_buffer(Cell& cell, CellState next);
   void on_last_handle(Cell& cell);
+  void on_cell_destroyed(Cell& cell);
+  void make_room(std::size_t bytes, std::string_view op);
+  void replay(Record& record, std::string_view op);
+  Cell* choose_victim();
+  void add_candidate(Cell& cell);
+  void remove_candidate(Cell& cell);
+  void banish(Cell& cell);
+  void account_resident(std::ptrdiff_t delta);
 
   Device device_;
   Allocator& allocator_;
-  PoolStats stats_;
+  DtrConfig config_;
+  std::size_t resident_bytes_ = 0;
+  std::size_t peak_resident_bytes_ = 0;
+  std::size_t resident_cells_ = 0;
+  DtrStats total_;
+  DtrStats window_base_;
+  std::size_t window_peak_ = 0;
+  std::vector<Cell*> candidates_;  // resident, replayable cells: the eviction candidates
   std::uint64_t cell_ids_ = 0;
   std::uint64_t record_ids_ = 0;
   std::uint64_t clock_ = 0;
+  std::uint64_t rng_state_ = 0;
+  std::unique_ptr<Trace> trace_;
 };
 
 }  // namespace remat

@@ -106,14 +106,14 @@ std::vector<Tensor> call(std::shared_ptr<const Op> op, std::vector<Tensor> input
     std::vector<KernelArg> in_args(inputs.size()), out_args(out_metas.size());
     for (std::size_t i = 0; i < inputs.size(); ++i) {
       Cell& c = cell_of(inputs[i]);
-      pool.pin(c);
+      pool.pin(c, op->name());
       pins.cells.push_back(&c);
       in_args[i] = {&in_metas[i], c.buffer()};
     }
     std::vector<std::shared_ptr<Cell>> out_cells;
     out_cells.reserve(out_metas.size());
     for (std::size_t i = 0; i < out_metas.size(); ++i) {
-      out_cells.push_back(pool.new_output(out_metas[i].nbytes()));
+      out_cells.push_back(pool.new_output(out_metas[i].nbytes(), op->name()));
       out_args[i] = {&out_metas[i], out_cells.back()->buffer()};
     }
     const auto t0 = std::chrono::steady_clock::now();
@@ -123,7 +123,10 @@ std::vector<Tensor> call(std::shared_ptr<const Op> op, std::vector<Tensor> input
     auto record = std::make_shared<Record>();
     record->producer = op;
     record->id = pool.next_record_id();
-    record->cost = std::chrono::duration<double>(t1 - t0).count();
+    record->seconds = std::chrono::duration<double>(t1 - t0).count();
+    record->flops = op->flops(in_metas, out_metas);
+    for (const auto& m : in_metas) record->bytes += static_cast<double>(m.nbytes());
+    for (const auto& m : out_metas) record->bytes += static_cast<double>(m.nbytes());
     record->inputs.reserve(inputs.size());
     for (const auto& t : inputs)
       record->inputs.push_back(std::static_pointer_cast<Cell>(cell_of(t).shared_from_this()));
@@ -136,6 +139,63 @@ std::vector<Tensor> call(std::shared_ptr<const Op> op, std::vector<Tensor> input
   }
   record_autograd(op, inputs, std::move(in_metas), outputs);
   return outputs;
+}
+
+void call_inplace(std::shared_ptr<const Op> op, const Tensor& self, std::vector<Tensor> others) {
+  REMAT_CHECK(self.defined(), "{}: self is an undefined tensor", op->name());
+  if (GradMode::is_enabled()) {
+    bool any = self.requires_grad();
+    for (const auto& t : others) any = any || (t.defined() && t.requires_grad());
+    REMAT_CHECK(!any,
+                "{}: in-place ops are not differentiable; a tensor of shape {} taking part requires "
+                "grad (use the out-of-place op, or run the update under NoGradGuard)",
+                op->name(), self.shape());
+  }
+  std::vector<TensorMeta> in_metas{self.meta()};
+  for (std::size_t i = 0; i < others.size(); ++i) {
+    REMAT_CHECK(others[i].defined(), "{}: argument {} is an undefined tensor", op->name(), i + 1);
+    REMAT_CHECK(others[i].device() == self.device(), "{}: arguments are on different devices ({} and {})",
+                op->name(), self.device(), others[i].device());
+    in_metas.push_back(others[i].meta());
+  }
+  op->infer(in_metas);  // validates shapes and dtypes; the output is self's own view
+
+  Pool& pool = Pool::of(self.device());
+  Cell& target = cell_of(self);
+  PinGuard pins{pool, {}};
+  for (const auto& t : others) {
+    Cell& c = cell_of(t);
+    pool.pin(c, op->name());
+    pins.cells.push_back(&c);
+  }
+  // Every byte is rewritten from inputs that include the old value: the kernel can read the
+  // old cell and write a fresh buffer instead of copying first.
+  const bool overwrite = self.offset() == 0 && self.is_contiguous() &&
+                         self.meta().nbytes() == target.nbytes();
+  std::shared_ptr<Cell> old = pool.begin_write(target, overwrite, op->name());
+  if (old) pins.cells.push_back(old.get());
+  struct Unpin {
+    Pool& pool;
+    Cell& cell;
+    bool active = true;
+    ~Unpin() {
+      if (active) pool.unpin(cell);
+    }
+  } target_pin{pool, target};
+
+  std::vector<KernelArg> in_args{{&in_metas[0], old ? old->buffer() : target.buffer()}};
+  for (std::size_t i = 0; i < others.size(); ++i) in_args.push_back({&in_metas[i + 1], cell_of(others[i]).buffer()});
+  const TensorMeta out_meta = self.meta();
+  const KernelArg out_arg{&out_meta, target.buffer()};
+  const auto t0 = std::chrono::steady_clock::now();
+  op->execute(in_args, std::span<const KernelArg>(&out_arg, 1));
+  Record mutation;
+  mutation.producer = op;
+  mutation.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  mutation.inputs.push_back(std::static_pointer_cast<Cell>(target.shared_from_this()));
+  for (const auto& t : others) mutation.inputs.push_back(std::static_pointer_cast<Cell>(cell_of(t).shared_from_this()));
+  target_pin.active = false;
+  pool.finish_write(target, mutation);
 }
 
 Tensor constant_from_bytes(const void* data, TensorMeta meta) {

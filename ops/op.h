@@ -50,6 +50,9 @@ std::vector<Tensor> call(std::shared_ptr<const Op> op, std::vector<Tensor> input
 inline Tensor call1(std::shared_ptr<const Op> op, std::vector<Tensor> inputs) {
   return call(std::move(op), std::move(inputs)).at(0);
 }
+// The in-place variant: op reads {self, others...} and writes its one output through self's
+// view into self's cell (see ops/inplace.h for the copy-on-write rule).
+void call_inplace(std::shared_ptr<const Op> op, const Tensor& self, std::vector<Tensor> others);
 
 // A tensor of the given data, stored in a constant cell of `device`'s pool.
 Tensor constant_from_bytes(const void* data, TensorMeta meta);

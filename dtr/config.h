@@ -1,0 +1,51 @@
+// Settings of the DTR cache: budget, eviction heuristic, deallocation policy, cost model, and
+// the parser of budget strings shared by every program ("300MiB", "1.5GB", "123456", "0.4",
+// "none").  Usage: auto b = parse_budget("0.4"); if (b.fraction) ... else pool.set_budget(b.bytes);
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace remat {
+
+enum class Heuristic : std::uint8_t { Dtr, DtrEq, DtrLocal, Lru, Largest, Msps, EStar, Random };
+enum class DeallocPolicy : std::uint8_t { EagerEvict, Banish, Ignore };
+enum class CostModel : std::uint8_t { Time, Flops, Bytes, Unit };
+
+// Names as on the command line: dtr, dtr-eq, dtr-local, lru, largest, msps, estar, random.
+std::string_view heuristic_name(Heuristic h);
+Heuristic heuristic_from_name(std::string_view name);
+const std::vector<Heuristic>& all_heuristics();
+std::string_view policy_name(DeallocPolicy p);  // eager-evict, banish, ignore
+DeallocPolicy policy_from_name(std::string_view name);
+std::string_view cost_model_name(CostModel c);  // time, flops, bytes, unit
+CostModel cost_model_from_name(std::string_view name);
+
+// A parsed --budget value: none, an absolute byte count, or a fraction of the unbudgeted peak.
+struct BudgetSpec {
+  std::optional<std::size_t> bytes;
+  std::optional<double> fraction;
+  bool none() const { return !bytes && !fraction; }
+  // Bytes for a given unbudgeted peak (fractions), or the absolute value.
+  std::optional<std::size_t> resolve(std::size_t unbudgeted_peak) const;
+  std::string str() const;
+};
+// Accepts "none", plain bytes ("123456"), units B/KB/MB/GB/TB (powers of 1000) and
+// KiB/MiB/GiB/TiB (powers of 1024), with decimals ("1.5GB"), and fractions in (0, 1]
+// written with a decimal point ("0.4", "1.0").  Throws remat::Error naming the bad text.
+BudgetSpec parse_budget(std::string_view text);
+
+struct DtrConfig {
+  std::optional<std::size_t> budget;  // unlimited when empty
+  Heuristic heuristic = Heuristic::DtrEq;
+  DeallocPolicy policy = DeallocPolicy::EagerEvict;
+  CostModel cost = CostModel::Time;
+  std::uint64_t seed = 0;  // for sampling and the random heuristic
+  // Candidates scored per eviction: 0 samples ceil(sqrt(n)) (at least 8) of the n evictable
+  // cells; any other value samples that many; SIZE_MAX scores every candidate.
+  std::size_t sample = 0;
+};
+
+}  // namespace remat

@@ -1,0 +1,143 @@
+#include "dtr/heuristics.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "dtr/pool.h"
+
+namespace remat {
+namespace {
+
+std::shared_ptr<EvictedClass> find(std::shared_ptr<EvictedClass> c) {
+  auto root = c;
+  while (root->parent) root = root->parent;
+  while (c->parent && c->parent != root) {  // path compression
+    auto next = c->parent;
+    c->parent = root;
+    c = next;
+  }
+  return root;
+}
+
+bool evicted_with_record(const Cell& c) { return !c.resident() && c.state() == CellState::Evicted && c.record(); }
+
+// Calls f on every neighbour: inputs of the cell's record and live dependents.
+template <class F>
+void for_each_neighbour(Cell& cell, F&& f) {
+  if (const auto& r = cell.record())
+    for (const auto& in : r->inputs) f(*in);
+  for (const auto& w : cell.dependents())
+    if (auto d = w.lock()) f(*d);
+}
+
+std::uint64_t next_stamp() {
+  static std::uint64_t stamp = 0;
+  return ++stamp;
+}
+
+}  // namespace
+
+// Directed closure of evicted cells: up through evicted inputs (needed to recompute the cell),
+// and down through evicted dependents (which need the cell to be recomputed).  Iterative.
+void Heuristics::evicted_closure(Cell& start, CostModel model, bool ancestors, bool descendants,
+                                 NeighbourhoodWalk& w) {
+  std::vector<std::pair<Cell*, bool>> stack;  // (cell, walking up)
+  auto visit = [&](Cell& c, bool up) {
+    ++w.accesses;
+    if (!evicted_with_record(c) || c.mark_ == w.stamp) return;
+    c.mark_ = w.stamp;
+    w.cost += c.record()->cost(model);
+    ++w.count;
+    stack.push_back({&c, up});
+  };
+  if (ancestors && start.record())
+    for (const auto& in : start.record()->inputs) visit(*in, true);
+  if (descendants)
+    for (const auto& wd : start.dependents())
+      if (auto d = wd.lock()) visit(*d, false);
+  while (!stack.empty()) {
+    auto [c, up] = stack.back();
+    stack.pop_back();
+    if (up) {
+      for (const auto& in : c->record()->inputs) visit(*in, true);
+    } else {
+      for (const auto& wd : c->dependents())
+        if (auto d = wd.lock()) visit(*d, false);
+    }
+  }
+}
+
+double Heuristics::score(Pool& pool, Cell& cell) {
+  const DtrConfig& cfg = pool.config_;
+  const double s = static_cast<double>(std::max<std::uint64_t>(1, pool.now() - cell.last_access()));
+  const double m = static_cast<double>(std::max<std::size_t>(1, cell.nbytes()));
+  const double c0 = cell.record()->cost(cfg.cost);
+  ++pool.total_.metadata_accesses;
+  switch (cfg.heuristic) {
+    case Heuristic::Lru: return 1.0 / s;
+    case Heuristic::Largest: return 1.0 / m;
+    case Heuristic::DtrLocal: return c0 / (m * s);
+    case Heuristic::Random: {
+      pool.rng_state_ ^= pool.rng_state_ << 13, pool.rng_state_ ^= pool.rng_state_ >> 7,
+          pool.rng_state_ ^= pool.rng_state_ << 17;
+      return static_cast<double>(pool.rng_state_ >> 11);
+    }
+    case Heuristic::Dtr: case Heuristic::Msps: case Heuristic::EStar: {
+      NeighbourhoodWalk w{next_stamp()};
+      cell.mark_ = w.stamp;
+      const bool up_only = cfg.heuristic == Heuristic::Msps;
+      evicted_closure(cell, cfg.cost, true, !up_only, w);
+      pool.total_.metadata_accesses += w.accesses;
+      if (cfg.heuristic == Heuristic::Dtr) return (c0 + w.cost) / (m * s);
+      if (cfg.heuristic == Heuristic::Msps) return (c0 + w.cost) / m;
+      // |e*|, ties broken towards the stalest cell.
+      return static_cast<double>(w.count) + 0.5 / s;
+    }
+    case Heuristic::DtrEq: {
+      // Sum the costs of the distinct evicted classes around the cell.
+      double cost = c0;
+      std::shared_ptr<EvictedClass> seen[16];
+      std::size_t n_seen = 0;
+      std::vector<std::shared_ptr<EvictedClass>> more;
+      for_each_neighbour(cell, [&](Cell& nb) {
+        ++pool.total_.metadata_accesses;
+        if (!nb.evicted_class_) return;
+        auto root = find(nb.evicted_class_);
+        for (std::size_t i = 0; i < n_seen; ++i)
+          if (seen[i] == root) return;
+        if (std::find(more.begin(), more.end(), root) != more.end()) return;
+        if (n_seen < 16) seen[n_seen++] = root;
+        else more.push_back(root);
+        cost += root->cost;
+      });
+      return cost / (m * s);
+    }
+  }
+  return 0;
+}
+
+void Heuristics::on_evicted(Pool& pool, Cell& cell) {
+  auto cls = std::make_shared<EvictedClass>();
+  cls->cost = cell.record()->cost(pool.config_.cost);
+  cls->size = 1;
+  cell.evicted_class_ = cls;
+  for_each_neighbour(cell, [&](Cell& nb) {
+    if (!nb.evicted_class_ || &nb == &cell) return;
+    auto a = find(cell.evicted_class_), b = find(nb.evicted_class_);
+    if (a == b) return;
+    if (a->size < b->size) std::swap(a, b);  // union by size
+    b->parent = a;
+    a->cost += b->cost;
+    a->size += b->size;
+  });
+}
+
+void Heuristics::on_rematerialized(Pool& pool, Cell& cell) {
+  if (!cell.evicted_class_) return;
+  auto root = find(cell.evicted_class_);
+  root->cost = std::max(0.0, root->cost - cell.record()->cost(pool.config_.cost));
+  if (root->size > 0) --root->size;
+  cell.evicted_class_.reset();
+}
+
+}  // namespace remat

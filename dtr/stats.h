@@ -1,0 +1,37 @@
+// Counters of the DTR runtime.  Pool::stats() covers the window since the last reset_stats();
+// Pool::total_stats() the whole run.
+#pragma once
+#include <cstdint>
+#include <optional>
+
+namespace remat {
+
+struct DtrStats {
+  std::uint64_t calls = 0;               // op calls recorded
+  std::uint64_t executions = 0;          // kernel runs: calls plus replays
+  std::uint64_t evictions = 0;
+  std::uint64_t rematerializations = 0;  // record replays
+  std::uint64_t metadata_accesses = 0;   // cells scored or walked by the heuristic
+  double compute_seconds = 0;            // kernel time of the original calls
+  double recompute_seconds = 0;          // kernel time of replays
+  double search_seconds = 0;             // choosing victims
+  double bookkeeping_seconds = 0;        // the rest of the cache's own work
+  std::size_t peak_resident_bytes = 0;
+  std::optional<std::size_t> budget;
+
+  DtrStats since(const DtrStats& base) const {
+    DtrStats d = *this;
+    d.calls -= base.calls;
+    d.executions -= base.executions;
+    d.evictions -= base.evictions;
+    d.rematerializations -= base.rematerializations;
+    d.metadata_accesses -= base.metadata_accesses;
+    d.compute_seconds -= base.compute_seconds;
+    d.recompute_seconds -= base.recompute_seconds;
+    d.search_seconds -= base.search_seconds;
+    d.bookkeeping_seconds -= base.bookkeeping_seconds;
+    return d;
+  }
+};
+
+}  // namespace remat

@@ -1,0 +1,145 @@
+// In-place ops: true in place when nothing can replay from the old value, copy-on-write
+// otherwise, so rematerialization always reads the value the op originally read.
+#include "dtr/pool.h"
+#include "support/test_util.h"
+
+namespace remat {
+namespace {
+
+using testing::all_close;
+using testing::bit_equal;
+
+Cell& cell_of(const Tensor& t) { return static_cast<Cell&>(*t.storage()); }
+
+TEST(Inplace, ValuesMatchTheOutOfPlaceOps) {
+  Tensor a = tensor<float>({1, 2, 3, 4}), b = tensor<float>({0.5f, -1, 2, 8});
+  Tensor x = clone(a);
+  add_(x, b, 2.0);
+  EXPECT_TRUE(all_close(x, add(a, mul(b, 2.0)), 0, 0));
+  mul_(x, 3.0);
+  div_(x, b);
+  EXPECT_TRUE(all_close(x, div(mul(add(a, mul(b, 2.0)), 3.0), b), 1e-6, 0));
+  Tensor y = clone(a);
+  addcmul_(y, a, b, 0.5);
+  EXPECT_TRUE(all_close(y, add(a, mul(mul(a, b), 0.5)), 0, 0));
+  addcdiv_(y, a, b, -1.0);
+  zero_(a);
+  EXPECT_TRUE(all_close(a, zeros({4}), 0, 0));
+  fill_(a, 2.5);
+  EXPECT_TRUE(all_close(a, full({4}, 2.5), 0, 0));
+  copy_(a, tensor<float>({9}));  // broadcasts
+  EXPECT_TRUE(all_close(a, full({4}, 9), 0, 0));
+}
+
+TEST(Inplace, ViewsSeeTheChangeAndWritesThroughViewsReachTheBase) {
+  Tensor base = zeros({2, 3});
+  Tensor row = select(base, 0, 1);
+  fill_(row, 7);
+  EXPECT_TRUE(all_close(base, tensor<float>({0, 0, 0, 7, 7, 7}, Shape{2, 3}), 0, 0));
+  Tensor alias = reshape(base, {6});
+  add_(base, 1.0);
+  EXPECT_EQ(alias.at<float>({5}), 8.0f);
+}
+
+TEST(Inplace, TrueInPlaceWhenNothingCanReplayFromTheOldValue) {
+  Pool& pool = Pool::of(Device::cpu());
+  Tensor p = tensor<float>(std::vector<float>(1024, 1.0f));  // a parameter: constant cell
+  Cell* cell = &cell_of(p);
+  void* buffer = cell->buffer();
+  const std::size_t before = pool.resident_bytes();
+  mul_(p, 0.5);
+  EXPECT_EQ(&cell_of(p), cell);
+  EXPECT_EQ(cell->buffer(), buffer);  // no copy
+  EXPECT_EQ(pool.resident_bytes(), before);
+  EXPECT_EQ(p.at<float>({3}), 0.5f);
+}
+
+TEST(Inplace, CopyOnWriteKeepsTheOldValueForReplay) {
+  Pool& pool = Pool::of(Device::cpu());
+  Tensor w = tensor<float>({1, 2, 3, 4});
+  Tensor y = exp(w);  // y's record reads w
+  Tensor expected = tensor<float>(y.to_vector<float>());
+  sub_(w, ones({4}), 0.1);  // an optimizer-style update while y may still be recomputed
+  EXPECT_TRUE(all_close(w, tensor<float>({0.9f, 1.9f, 2.9f, 3.9f}), 1e-7, 0));
+  pool.evict(cell_of(y));
+  EXPECT_TRUE(bit_equal(y, expected));  // replay read the old w
+  // Once y is gone, the old value is freed.
+  const std::size_t before = pool.resident_bytes();
+  y = Tensor();
+  EXPECT_EQ(pool.resident_bytes(), before - 2 * 16);
+}
+
+TEST(Inplace, PartialWritesCopyTheWholeOldValue) {
+  Tensor base = tensor<float>({1, 2, 3, 4, 5, 6}, Shape{2, 3});
+  Tensor y = mul(base, 2.0);
+  Tensor expected = tensor<float>(y.to_vector<float>(), Shape{2, 3});
+  fill_(select(base, 0, 0), -1);
+  Pool::of(Device::cpu()).evict(cell_of(y));
+  EXPECT_TRUE(bit_equal(y, expected));
+  EXPECT_TRUE(all_close(base, tensor<float>({-1, -1, -1, 4, 5, 6}, Shape{2, 3}), 0, 0));
+}
+
+TEST(Inplace, ModifyingATensorSavedForBackwardIsAClearError) {
+  Tensor x = ones({3}).set_requires_grad(true);
+  Tensor w = tensor<float>({1, 2, 3});
+  Tensor loss = sum(mul(x, w));  // mul saves w
+  {
+    NoGradGuard g;
+    add_(w, 1.0);
+  }
+  try {
+    backward(loss);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("modified by an in-place operation"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Inplace, RejectedOnTensorsThatRequireGradInGradMode) {
+  Tensor x = ones({3}).set_requires_grad(true);
+  EXPECT_THROW(add_(x, 1.0), Error);
+  NoGradGuard g;
+  EXPECT_NO_THROW(add_(x, 1.0));
+}
+
+TEST(Inplace, ShapeAndDtypeErrorsNameTheOp) {
+  Tensor x = zeros({2, 3});
+  try {
+    add_(x, zeros({4}));
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("add_"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(add_(x, zeros({2, 3}, {.dtype = DType::Float64})), Error);
+  EXPECT_THROW(add_(zeros({3}), zeros({2, 3})), Error);  // would change self's shape
+}
+
+TEST(Inplace, UnderATightBudgetUpdatesStayCorrect) {
+  Pool& pool = Pool::of(Device::cpu());
+  const DtrConfig saved = pool.config();
+  auto run = [] {
+    Tensor w = randn({64, 64}, {.seed = 11});
+    w = clone(w);
+    std::vector<Tensor> outs;
+    for (int i = 0; i < 8; ++i) {
+      outs.push_back(tanh(mul(w, 1.0 + i)));
+      sub_(w, outs.back(), 0.01);
+    }
+    Tensor total = zeros({64, 64});
+    for (auto& o : outs) total = add(total, o);
+    return sum(total).item<float>();
+  };
+  pool.reset_stats();
+  const float expected = run();
+  const std::size_t peak = pool.stats().peak_resident_bytes;
+  // Every old version of w stays (as a constant) while an output computed from it lives, so
+  // only the outputs themselves can be evicted.
+  pool.set_budget(peak * 3 / 4);
+  pool.reset_stats();
+  EXPECT_EQ(run(), expected);
+  EXPECT_GT(pool.stats().evictions, 0u);
+  pool.configure(saved);
+}
+
+}  // namespace
+}  // namespace remat
