@@ -3,6 +3,7 @@
 #include "core/error.h"
 #include "core/release.h"
 #include "dtr/pool.h"
+#include "dtr/trace.h"
 
 namespace remat {
 
@@ -17,6 +18,7 @@ Cell::~Cell() {
 Device Cell::device() const { return pool_.device(); }
 
 void* Cell::resident_data() {
+  if (pool_.trace()) pool_.trace()->access(*this);
   pool_.ensure_resident(*this);
   return block_.ptr;
 }

@@ -366,6 +366,7 @@ void Pool::banish(Cell& cell) {
   // Resident dependents can no longer be recomputed: they leave the candidates for good.
   for (const auto& w : cell.dependents_) {
     if (auto d = w.lock()) {
+      if (trace_ && !d->unreplayable_) trace_->pin(*d);
       d->unreplayable_ = true;
       remove_candidate(*d);
     }
@@ -375,6 +376,7 @@ void Pool::banish(Cell& cell) {
 
 void Pool::make_constant(Cell& cell) {
   if (!cell.record_) return;
+  if (trace_) trace_->pin(cell);
   remove_candidate(cell);
   auto& outs = cell.record_->outputs;
   if (static_cast<std::size_t>(cell.output_index_) < outs.size()) outs[cell.output_index_].reset();

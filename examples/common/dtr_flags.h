@@ -1,0 +1,81 @@
+// The DTR flags every example shares, parsed by one parser: --budget (300MiB, 1.5GB, 123456,
+// a fraction such as 0.4, or none), --heuristic, --policy, --dtr-cost, --dtr-seed, --trace.
+// A fractional budget is a fraction of the unbudgeted peak, measured by running the first step
+// without a budget.  Usage:
+//   DtrFlags dtr; dtr.add_to(app); CLI11_PARSE(app, argc, argv); dtr.configure(pool);
+//   for (step...) { ...; dtr.after_step(pool); }
+#pragma once
+#include <cstdio>
+#include <optional>
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "dtr/config.h"
+#include "dtr/pool.h"
+
+namespace remat::examples {
+
+struct DtrFlags {
+  std::string budget = "none";
+  std::string heuristic = "dtr-eq";
+  std::string policy = "eager-evict";
+  std::string cost = "time";
+  std::string trace;
+  std::uint64_t seed = 0;
+
+  BudgetSpec spec;
+  std::optional<std::size_t> unbudgeted_peak;  // of the first step, for fractional budgets
+  int steps_seen = 0;
+
+  void add_to(CLI::App& app) {
+    auto valid = [](auto parse) {
+      return [parse](const std::string& s) {
+        try {
+          parse(s);
+          return std::string();
+        } catch (const std::exception& e) {
+          return std::string(e.what());
+        }
+      };
+    };
+    app.add_option("--budget", budget, "memory budget: bytes (300MiB, 1.5GB, 123456), a fraction of the unbudgeted peak (0.4), or none")
+        ->check(valid([](const std::string& s) { parse_budget(s); }));
+    app.add_option("--heuristic", heuristic, "eviction heuristic: dtr, dtr-eq, dtr-local, lru, largest, msps, estar, random")
+        ->check(valid([](const std::string& s) { heuristic_from_name(s); }));
+    app.add_option("--policy", policy, "deallocation policy: eager-evict, banish, ignore")
+        ->check(valid([](const std::string& s) { policy_from_name(s); }));
+    app.add_option("--dtr-cost", cost, "cost model of a recorded op: time, flops, bytes, unit")
+        ->check(valid([](const std::string& s) { cost_model_from_name(s); }));
+    app.add_option("--dtr-seed", seed, "seed for candidate sampling and the random heuristic");
+    app.add_option("--trace", trace, "write a JSON-lines trace of the run to this file");
+  }
+
+  // Configures the pool; an absolute budget applies at once, a fraction after the first step.
+  void configure(Pool& pool) {
+    spec = parse_budget(budget);
+    DtrConfig cfg;
+    cfg.heuristic = heuristic_from_name(heuristic);
+    cfg.policy = policy_from_name(policy);
+    cfg.cost = cost_model_from_name(cost);
+    cfg.seed = seed;
+    cfg.budget = spec.bytes;
+    pool.configure(cfg);
+    if (!trace.empty()) pool.start_trace(trace);
+    pool.reset_stats();
+  }
+
+  // Call after every training step.
+  void after_step(Pool& pool) {
+    if (++steps_seen == 1 && spec.fraction) {
+      unbudgeted_peak = pool.stats().peak_resident_bytes;
+      const auto bytes = spec.resolve(*unbudgeted_peak);
+      pool.set_budget(bytes);
+      pool.reset_stats();  // what is reported from here on ran under the budget
+      std::printf("budget: %.2f of the unbudgeted first-step peak %.1f MiB = %.1f MiB\n", *spec.fraction,
+                  *unbudgeted_peak / 1048576.0, *bytes / 1048576.0);
+    }
+  }
+};
+
+}  // namespace remat::examples
