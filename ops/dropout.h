@@ -1,0 +1,18 @@
+// Dropout with a counter-based mask: the op's record holds its Philox key, so a replay (after
+// eviction, or in a checkpointed region) redraws exactly the same mask.
+// Usage: auto h = dropout(x, 0.5, /*training=*/true);  auto r = dropout(x, 0.1, true, /*seed=*/7);
+#pragma once
+#include <cstdint>
+#include <optional>
+
+#include "core/tensor.h"
+
+namespace remat {
+
+// Training: x * mask / (1 - p), each element kept with probability 1 - p.  The key comes from
+// the default generator (manual_seed) unless `seed` is given.  Evaluation or p == 0: x itself;
+// p == 1: zeros (x * 0, so gradients flow as zeros).  p outside [0, 1] is an error.
+Tensor dropout(const Tensor& x, double p, bool training,
+               std::optional<std::uint64_t> seed = std::nullopt);
+
+}  // namespace remat

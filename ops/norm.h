@@ -1,0 +1,27 @@
+// Batch and layer normalisation (PyTorch semantics): fused forward kernels, derivatives written
+// with public ops so gradients of gradients work.  Weight and bias may be undefined tensors.
+// Usage: y = batch_norm(x, w, b, running_mean, running_var, /*training=*/true);
+//        y = layer_norm(x, {512}, w, b);
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace remat {
+
+// Normalises x ([N, C, ...], rank >= 2) per channel (dim 1).  Training: with the batch
+// statistics, then (when the running statistics are defined) replaces running_mean/running_var
+// by (1 - momentum) * running + momentum * batch statistic (the variance unbiased, as PyTorch);
+// that update is a separate step outside the output's record and autograd graph.
+// Evaluation: with the running statistics, which must then be defined.
+Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, Tensor& running_mean,
+                  Tensor& running_var, bool training, double momentum = 0.1, double eps = 1e-5);
+
+// Normalises over the trailing dims given by normalized_shape (which must match x's last dims);
+// weight and bias, when defined, have shape normalized_shape.
+Tensor layer_norm(const Tensor& x, const std::vector<std::int64_t>& normalized_shape,
+                  const Tensor& weight = Tensor(), const Tensor& bias = Tensor(),
+                  double eps = 1e-5);
+
+}  // namespace remat

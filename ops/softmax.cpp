@@ -1,0 +1,209 @@
+#include "ops/softmax.h"
+
+#include <Eigen/Core>
+#include <algorithm>
+#include <cmath>
+#include <type_traits>
+
+#include "ops/cpu/loops.h"
+#include "ops/elementwise.h"
+#include "ops/op.h"
+#include "ops/reduce.h"
+#include "ops/view.h"
+
+namespace remat {
+namespace {
+
+template <class T>
+using Chunk = Eigen::Array<T, 8, 1>;
+
+// exp(d), with Eigen's vectorised exp.  Eigen clamps its argument (exp(-inf) would come out
+// near 1e-39), so results below the smallest normal number are set to exactly 0: a -inf mask
+// entry gets probability 0, as in PyTorch.
+template <class T>
+[[gnu::always_inline]] inline Chunk<T> exp_chunk(const Chunk<T>& d) {
+  // log of the smallest normal float / double.
+  constexpr T lowest = std::is_same_v<T, float> ? T(-87.336544750553102) : T(-708.39641853226408);
+  Chunk<T> e = d.exp();  // Eigen's select() is not vectorised; this loop is.
+  for (int l = 0; l < 8; ++l) e[l] = d[l] < lowest ? T(0) : e[l];
+  return e;
+}
+
+// y[i] = exp(x[i] - s[i]) (s_stride 1) or exp(x[i] - s[0]) (s_stride 0), on fixed chunks of 8
+// with the tail padded to a chunk: every element goes through the same code whatever the
+// buffers' alignment, so a replay into another buffer gives identical bits (Eigen's own loop
+// would peel an unaligned head with the scalar exp, which differs in the last bit).
+template <class T>
+void exp_diff(const T* x, const T* s, std::int64_t s_stride, T* y, std::int64_t n) {
+  std::int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const Chunk<T> shift =
+        s_stride ? Chunk<T>(Eigen::Map<const Chunk<T>>(s + i)) : Chunk<T>::Constant(s[0]);
+    Eigen::Map<Chunk<T>>(y + i) = exp_chunk<T>(Eigen::Map<const Chunk<T>>(x + i) - shift);
+  }
+  if (i == n) return;
+  Chunk<T> d = Chunk<T>::Zero();
+  for (std::int64_t j = i; j < n; ++j) d[j - i] = x[j] - s[s_stride * j];
+  const Chunk<T> r = exp_chunk<T>(d);
+  for (std::int64_t j = i; j < n; ++j) y[j] = r[j - i];
+}
+
+// Sum in double with eight independent lanes: the compiler vectorises it (a plain double loop
+// would be serialised by its single dependency chain), and the order is fixed, so the result
+// is bit-reproducible.
+template <class T>
+double lane_sum(const T* p, std::int64_t n) {
+  double acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  std::int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (int l = 0; l < 8; ++l) acc[l] += static_cast<double>(p[i + l]);
+  for (; i < n; ++i) acc[i & 7] += static_cast<double>(p[i]);
+  return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+}
+
+template <class T>
+T row_max(const T* p, std::int64_t n) {
+  T m = p[0];
+#pragma omp simd reduction(max : m)
+  for (std::int64_t i = 1; i < n; ++i) m = p[i] > m ? p[i] : m;
+  return m;
+}
+
+// A row of `n` contiguous elements: the softmax dim is the innermost.
+template <class T>
+void softmax_row(const T* x, T* y, std::int64_t n, bool log) {
+  const T m = row_max(x, n);
+  exp_diff(x, &m, 0, y, n);
+  const double s = lane_sum(y, n);
+  if (log) {
+    const T lse = static_cast<T>(std::log(s));
+#pragma omp simd
+    for (std::int64_t i = 0; i < n; ++i) y[i] = (x[i] - m) - lse;
+  } else {
+    const T inv = static_cast<T>(1.0 / s);
+#pragma omp simd
+    for (std::int64_t i = 0; i < n; ++i) y[i] *= inv;
+  }
+}
+
+// A block [d, j] of a [D, inner] slab, columns j0..j0+w: the softmax dim has stride `inner`,
+// so the loops run along j (contiguous) and keep per-column running max and sum.
+template <class T>
+void softmax_columns(const T* x, T* y, std::int64_t d_size, std::int64_t inner, std::int64_t w,
+                     bool log) {
+  constexpr std::int64_t kMaxWidth = 256;
+  T mx[kMaxWidth];
+  double sum[kMaxWidth];
+  for (std::int64_t j = 0; j < w; ++j) mx[j] = x[j], sum[j] = 0;
+  for (std::int64_t d = 1; d < d_size; ++d) {
+    const T* row = x + d * inner;
+#pragma omp simd
+    for (std::int64_t j = 0; j < w; ++j) mx[j] = row[j] > mx[j] ? row[j] : mx[j];
+  }
+  for (std::int64_t d = 0; d < d_size; ++d) {
+    const T* row = x + d * inner;
+    T* out = y + d * inner;
+    exp_diff(row, mx, 1, out, w);
+#pragma omp simd
+    for (std::int64_t j = 0; j < w; ++j) sum[j] += static_cast<double>(out[j]);
+  }
+  if (log) {
+    T lse[kMaxWidth];
+    for (std::int64_t j = 0; j < w; ++j) lse[j] = static_cast<T>(std::log(sum[j]));
+    for (std::int64_t d = 0; d < d_size; ++d) {
+      const T* row = x + d * inner;
+      T* out = y + d * inner;
+#pragma omp simd
+      for (std::int64_t j = 0; j < w; ++j) out[j] = (row[j] - mx[j]) - lse[j];
+    }
+  } else {
+    T inv[kMaxWidth];
+    for (std::int64_t j = 0; j < w; ++j) inv[j] = static_cast<T>(1.0 / sum[j]);
+    for (std::int64_t d = 0; d < d_size; ++d) {
+      T* out = y + d * inner;
+#pragma omp simd
+      for (std::int64_t j = 0; j < w; ++j) out[j] *= inv[j];
+    }
+  }
+}
+
+class SoftmaxOp final : public Op {
+ public:
+  SoftmaxOp(std::int64_t dim, bool log) : dim_(dim), log_(log) {}
+  std::string_view name() const override { return log_ ? "log_softmax" : "softmax"; }
+  SaveSpec saves() const override { return {0, 1}; }
+  std::vector<TensorMeta> infer(std::span<const TensorMeta> in) const override {
+    REMAT_CHECK(is_floating(in[0].dtype),
+                "{}: expected a floating-point tensor, got {} of shape {}", name(), in[0].dtype,
+                in[0].shape);
+    // The public functions pass contiguous inputs; the kernel relies on it.
+    REMAT_CHECK(in[0].is_contiguous(), "{}: internal error, input of shape {} is not contiguous",
+                name(), in[0].shape);
+    return {TensorMeta::contiguous(in[0].shape, in[0].dtype, in[0].device)};
+  }
+  void cpu(std::span<const KernelArg> in, std::span<const KernelArg> out) const override {
+    const TensorMeta& m = *in[0].meta;
+    if (m.numel() == 0) return;
+    std::int64_t outer = 1, inner = 1;
+    const std::int64_t d_size = m.dim() == 0 ? 1 : m.shape[dim_];
+    for (std::int64_t d = 0; d < dim_; ++d) outer *= m.shape[d];
+    for (std::int64_t d = dim_ + 1; d < m.dim(); ++d) inner *= m.shape[d];
+    detail::visit_floating(m.dtype, [&]<class T>() {
+      const T* x = in[0].data<T>();
+      T* y = out[0].data<T>();
+      if (inner == 1) {
+        parallel_for(0, outer, std::max<std::int64_t>(1, 16384 / d_size),
+                     [&](std::int64_t b, std::int64_t e) {
+                       for (std::int64_t r = b; r < e; ++r)
+                         softmax_row(x + r * d_size, y + r * d_size, d_size, log_);
+                     });
+        return;
+      }
+      constexpr std::int64_t kWidth = 256;
+      const std::int64_t blocks = (inner + kWidth - 1) / kWidth;
+      const std::int64_t work = d_size * std::min(inner, kWidth);
+      parallel_for(0, outer * blocks, std::max<std::int64_t>(1, 16384 / work),
+                   [&](std::int64_t b, std::int64_t e) {
+                     for (std::int64_t t = b; t < e; ++t) {
+                       const std::int64_t o = t / blocks, j0 = (t % blocks) * kWidth;
+                       const std::int64_t off = o * d_size * inner + j0;
+                       softmax_columns(x + off, y + off, d_size, inner,
+                                       std::min(kWidth, inner - j0), log_);
+                     }
+                   });
+    });
+  }
+  std::vector<Tensor> backward(const BackwardContext& c) const override {
+    const Tensor& g = c.grad(0);
+    const Tensor& y = c.output(0);
+    const std::vector<std::int64_t> dims =
+        y.dim() == 0 ? std::vector<std::int64_t>{} : std::vector{dim_};
+    if (log_) return {sub(g, mul(exp(y), sum(g, dims, true)))};
+    return {mul(y, sub(g, sum(mul(g, y), dims, true)))};
+  }
+
+ private:
+  std::int64_t dim_;
+  bool log_;
+};
+
+Tensor softmax_impl(const Tensor& x, std::int64_t dim, bool log) {
+  const char* op = log ? "log_softmax" : "softmax";
+  REMAT_CHECK(x.defined(), "{}: the input is an undefined tensor", op);
+  REMAT_CHECK(is_floating(x.dtype()), "{}: expected a floating-point tensor, got {} of shape {}",
+              op, x.dtype(), x.shape());
+  // A 0-dim tensor behaves as one element along dim 0 or -1, as in PyTorch.
+  const std::int64_t d = wrap_dim(op, dim, std::max<std::int64_t>(x.dim(), 1));
+  return call1(std::make_shared<SoftmaxOp>(x.dim() == 0 ? 0 : d, log), {contiguous(x)});
+}
+
+}  // namespace
+
+Tensor softmax(const Tensor& x, std::int64_t dim) {
+  return softmax_impl(x, dim, false);
+}
+Tensor log_softmax(const Tensor& x, std::int64_t dim) {
+  return softmax_impl(x, dim, true);
+}
+
+}  // namespace remat
