@@ -1,0 +1,92 @@
+// The Module base of the nn API, in the style of PyTorch's C++ frontend: named, registered
+// parameters, buffers and submodules; parameters(), named_parameters(), buffers(), children(),
+// train()/eval(), zero_grad(); and functional_call, which runs a module with substituted
+// parameters (needed for unrolled optimisation such as Unrolled GAN).
+// Usage:
+//   struct Net : nn::Module {
+//     Net() { fc = register_module("fc", std::make_shared<nn::Linear>(784, 10)); }
+//     Tensor forward(const Tensor& x) override { return fc->forward(x); }
+//     std::shared_ptr<nn::Linear> fc;
+//   };
+#pragma once
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace remat::nn {
+
+class Module : public std::enable_shared_from_this<Module> {
+ public:
+  explicit Module(std::string type_name = "Module") : type_name_(std::move(type_name)) {}
+  virtual ~Module() = default;
+  Module(const Module&) = delete;
+  Module& operator=(const Module&) = delete;
+
+  // One tensor in, one tensor out: what Sequential chains.  Modules with other signatures
+  // add their own methods and leave this throwing.
+  virtual Tensor forward(const Tensor& input);
+  Tensor operator()(const Tensor& input) { return forward(input); }
+
+  const std::string& type_name() const { return type_name_; }
+
+  // ---- registration (call from constructors); names are unique within a module
+  // Registers a parameter: it becomes a leaf that requires grad (unless requires_grad=false).
+  Tensor register_parameter(std::string name, Tensor value, bool requires_grad = true);
+  // Registers a buffer (running statistics and other state saved with the model, no gradient).
+  Tensor register_buffer(std::string name, Tensor value);
+  template <class M>
+  std::shared_ptr<M> register_module(std::string name, std::shared_ptr<M> module) {
+    add_child(std::move(name), module);
+    return module;
+  }
+
+  // ---- access.  Layers read their parameters through param()/buffer() inside forward, so
+  // functional_call can substitute them.
+  Tensor param(const std::string& name) const;
+  Tensor buffer(const std::string& name) const;
+  // Replaces a registered buffer's handle (e.g. a buffer recomputed out of place).
+  void set_buffer(const std::string& name, Tensor value);
+  // Replaces a registered parameter's value (shape and dtype must match); used by loading.
+  void set_parameter(const std::string& name, Tensor value);
+
+  std::vector<Tensor> parameters(bool recurse = true) const;
+  // Dotted names, as PyTorch: "layer1.0.conv1.weight", in registration order.
+  std::vector<std::pair<std::string, Tensor>> named_parameters(bool recurse = true) const;
+  std::vector<Tensor> buffers(bool recurse = true) const;
+  std::vector<std::pair<std::string, Tensor>> named_buffers(bool recurse = true) const;
+  std::vector<std::shared_ptr<Module>> children() const;
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> named_children() const;
+  // This module and every descendant, depth first, with dotted names ("" for this one).
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> named_modules();
+
+  void train(bool on = true);  // recursive
+  void eval() { train(false); }
+  bool is_training() const { return training_; }
+  // Drops every parameter's gradient (as PyTorch's set_to_none=True).
+  void zero_grad();
+
+  // Parameters and buffers by dotted name: what serialization saves.
+  std::map<std::string, Tensor> state_dict() const;
+
+ protected:
+  void add_child(std::string name, std::shared_ptr<Module> module);
+
+ private:
+  std::string type_name_;
+  bool training_ = true;
+  std::vector<std::pair<std::string, Tensor>> params_;
+  std::vector<std::pair<std::string, Tensor>> buffers_;
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
+};
+
+// Runs module.forward(input) with the named parameters (dotted names, a subset of
+// named_parameters()) replaced by the given tensors, which may carry autograd history: the
+// result is differentiable with respect to them.  The module itself is left unchanged.
+Tensor functional_call(Module& module, const std::map<std::string, Tensor>& parameters,
+                       const Tensor& input);
+
+}  // namespace remat::nn
