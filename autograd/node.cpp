@@ -100,6 +100,9 @@ std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor> grads) {
   if (!GradMode::is_enabled()) g = alias_without_history(g);
   Tensor old = leaf.grad();
   if (old.defined()) g = engine_ops().add(old, g);
+  // A plain gradient is what the optimizer reads next; recomputing it would replay the whole
+  // backward pass, so the cache keeps it.  With create_graph it stays an ordinary cell.
+  if (!GradMode::is_enabled()) g.storage()->freeze();
   leaf.set_grad(g);
   return {};
 }

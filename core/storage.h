@@ -18,6 +18,10 @@ class Storage {
   virtual void* resident_data() = 0;
   // Called before the storage is written in place outside an op kernel (element writes).
   virtual void mark_mutated() {}
+  // Keeps the bytes resident for as long as the storage lives, no longer recomputable: for
+  // values every later step needs anyway (accumulated gradients), whose recomputation chain
+  // would be the whole backward pass.
+  virtual void freeze() {}
   // Counts in-place writes, so autograd can tell that a saved tensor was modified.
   virtual std::uint64_t version() const { return 0; }
 };

@@ -31,6 +31,11 @@ void Cell::mark_mutated() {
   ++version_;
 }
 
+void Cell::freeze() {
+  pool_.ensure_resident(*this, "freeze");
+  pool_.make_constant(*this);  // the value does not change: dependents may still replay
+}
+
 bool Cell::has_live_dependents() const {
   for (const auto& d : dependents_)
     if (!d.expired()) return true;

@@ -62,6 +62,7 @@ class Cell final : public Storage, public std::enable_shared_from_this<Cell> {
   std::size_t nbytes() const override { return nbytes_; }
   void* resident_data() override;
   void mark_mutated() override;
+  void freeze() override;
 
   std::uint64_t id() const { return id_; }
   CellState state() const { return state_; }

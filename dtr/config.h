@@ -43,8 +43,9 @@ struct DtrConfig {
   DeallocPolicy policy = DeallocPolicy::EagerEvict;
   CostModel cost = CostModel::Time;
   std::uint64_t seed = 0;  // for sampling and the random heuristic
-  // Candidates scored per eviction: 0 samples ceil(sqrt(n)) (at least 8) of the n evictable
-  // cells; any other value samples that many; SIZE_MAX scores every candidate.
+  // Candidates scored per eviction: 0 samples max(64, ceil(2 sqrt(n))) of the n evictable
+  // cells (all of them when n is smaller); any other value samples that many; SIZE_MAX scores
+  // every candidate.
   std::size_t sample = 0;
 };
 

@@ -127,7 +127,7 @@ Cell* Pool::choose_victim() {
   const std::size_t n = candidates_.size();
   if (n == 0) return nullptr;
   std::size_t k = config_.sample;
-  if (k == 0) k = std::max<std::size_t>(8, static_cast<std::size_t>(std::ceil(std::sqrt(static_cast<double>(n)))));
+  if (k == 0) k = std::max<std::size_t>(64, static_cast<std::size_t>(std::ceil(2 * std::sqrt(static_cast<double>(n)))));
   Cell* best = nullptr;
   double best_score = 0;
   auto consider = [&](Cell* c) {
@@ -246,7 +246,7 @@ void Pool::ensure_resident(Cell& target, std::string_view op) {
   target.last_access_ = tick();
   if (target.resident()) return;
   // Iterative rematerialization: a frame per record being rebuilt, its resident inputs pinned
-  // while the missing ones are rebuilt first.  No recursion on the C++ stack.
+  // while the missing ones are rebuilt.  No recursion on the C++ stack.
   struct Frame {
     Cell* cell;
     std::vector<Cell*> pinned;
@@ -274,12 +274,16 @@ void Pool::ensure_resident(Cell& target, std::string_view op) {
         continue;
       }
       Record& r = *f.cell->record_;
+      // Rebuild first the missing input whose own record misses the most inputs: the deep
+      // chain goes first, so cheap siblings are not held pinned all along it.
       Cell* missing = nullptr;
+      std::size_t missing_depth = 0;
       for (const auto& in : r.inputs) {
-        if (!in->resident()) {
-          missing = in.get();
-          break;
-        }
+        if (in->resident()) continue;
+        std::size_t depth = 0;
+        if (in->record_)
+          for (const auto& grand : in->record_->inputs) depth += grand->resident() ? 0 : 1;
+        if (!missing || depth > missing_depth) missing = in.get(), missing_depth = depth;
       }
       // Keep what is already resident for this record while the rest is rebuilt.
       for (const auto& in : r.inputs) {
