@@ -67,8 +67,8 @@ struct DtrFlags {
 
   // Call after every training step.
   void after_step(Pool& pool) {
-    if (++steps_seen == 1 && spec.fraction) {
-      unbudgeted_peak = pool.stats().peak_resident_bytes;
+    if (++steps_seen == 1 && !spec.bytes) unbudgeted_peak = pool.stats().peak_resident_bytes;
+    if (steps_seen == 1 && spec.fraction) {
       const auto bytes = spec.resolve(*unbudgeted_peak);
       pool.set_budget(bytes);
       pool.reset_stats();  // what is reported from here on ran under the budget

@@ -1,0 +1,59 @@
+// Progress display and the final JSON summary shared by the training examples.  On a terminal
+// the progress line redraws in place; otherwise it prints a plain line every `every` steps.
+// Usage: Progress p(total); p.update(step, loss, acc, images_per_s, resident); p.finish();
+#pragma once
+#include <unistd.h>
+
+#include <cstdio>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "dtr/pool.h"
+#include "examples/common/dtr_flags.h"
+
+namespace remat::examples {
+
+class Progress {
+ public:
+  explicit Progress(long total, long every = 50) : total_(total), every_(every), tty_(isatty(fileno(stdout))) {}
+
+  void update(long step, double loss, double accuracy, double images_per_s, std::size_t resident) {
+    const std::string stats = fmt::format("loss {:.4f}  acc {:.3f}  {:.0f} img/s  resident {:.1f} MiB", loss,
+                                          accuracy, images_per_s, resident / 1048576.0);
+    if (tty_) {
+      const int width = 30;
+      const int filled = total_ > 0 ? static_cast<int>(width * step / total_) : 0;
+      std::printf("\r[%s%s] %ld/%ld  %s", std::string(filled, '#').c_str(), std::string(width - filled, '.').c_str(),
+                  step, total_, stats.c_str());
+      std::fflush(stdout);
+    } else if (step == 1 || step % every_ == 0 || step == total_) {
+      std::printf("step %ld/%ld  %s\n", step, total_, stats.c_str());
+      std::fflush(stdout);
+    }
+  }
+  void finish() {
+    if (tty_) std::printf("\n");
+  }
+
+ private:
+  long total_, every_;
+  bool tty_;
+};
+
+// The DTR part of every example's final JSON line.
+inline nlohmann::json dtr_summary(const Pool& pool, const DtrFlags& flags) {
+  const DtrStats s = pool.stats();
+  nlohmann::json j;
+  j["peak_resident_bytes"] = s.peak_resident_bytes;
+  j["budget_bytes"] = s.budget ? nlohmann::json(*s.budget) : nlohmann::json(nullptr);
+  j["unbudgeted_peak_bytes"] = flags.unbudgeted_peak ? nlohmann::json(*flags.unbudgeted_peak) : nlohmann::json(nullptr);
+  j["heuristic"] = flags.heuristic;
+  j["evictions"] = s.evictions;
+  j["rematerializations"] = s.rematerializations;
+  j["recompute_ms"] = s.recompute_seconds * 1e3;
+  j["overhead_ms"] = (s.search_seconds + s.bookkeeping_seconds) * 1e3;
+  return j;
+}
+
+}  // namespace remat::examples
