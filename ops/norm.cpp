@@ -6,6 +6,7 @@
 #include "autograd/grad_mode.h"
 #include "ops/cpu/loops.h"
 #include "ops/elementwise.h"
+#include "ops/inplace.h"
 #include "ops/op.h"
 #include "ops/reduce.h"
 #include "ops/view.h"
@@ -636,8 +637,9 @@ void check_param(std::string_view op, std::string_view what, const Tensor& p, co
 
 }  // namespace
 
-Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, Tensor& running_mean,
-                  Tensor& running_var, bool training, double momentum, double eps) {
+Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                  const Tensor& running_mean, const Tensor& running_var, bool training,
+                  double momentum, double eps) {
   REMAT_CHECK(x.defined(), "batch_norm: the input is an undefined tensor");
   REMAT_CHECK(x.dim() >= 2,
               "batch_norm: expected an input of rank >= 2 ([N, C, ...]), got shape {}", x.shape());
@@ -680,12 +682,14 @@ Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, Ten
   auto outs =
       call(std::make_shared<BatchNormOp>(eps, weight.defined(), bias.defined()), std::move(inputs));
   if (running_mean.defined()) {
-    // A side effect, never part of the output's record or graph (DESIGN.md section 4).  True
-    // in-place updates come with the in-place ops; until then the caller's handles are rebound.
+    // A side effect: separate in-place ops, never part of the output's record or graph, so a
+    // replay of the forward does not update the statistics again (DESIGN.md section 4).
     NoGradGuard no_grad;
     const double unbias = static_cast<double>(count) / static_cast<double>(count - 1);
-    running_mean = add(mul(running_mean, 1.0 - momentum), mul(detach(outs[1]), momentum));
-    running_var = add(mul(running_var, 1.0 - momentum), mul(detach(outs[3]), momentum * unbias));
+    mul_(running_mean, 1.0 - momentum);
+    add_(running_mean, outs[1], momentum);
+    mul_(running_var, 1.0 - momentum);
+    add_(running_var, outs[3], momentum * unbias);
   }
   return outs[0];
 }

@@ -11,12 +11,13 @@
 namespace remat {
 
 // Normalises x ([N, C, ...], rank >= 2) per channel (dim 1).  Training: with the batch
-// statistics, then (when the running statistics are defined) replaces running_mean/running_var
-// by (1 - momentum) * running + momentum * batch statistic (the variance unbiased, as PyTorch);
-// that update is a separate step outside the output's record and autograd graph.
+// statistics, then (when the running statistics are defined) updates running_mean/running_var
+// in place to (1 - momentum) * running + momentum * batch statistic (the variance unbiased, as
+// PyTorch); that update is separate in-place ops outside the output's record and graph.
 // Evaluation: with the running statistics, which must then be defined.
-Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, Tensor& running_mean,
-                  Tensor& running_var, bool training, double momentum = 0.1, double eps = 1e-5);
+Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                  const Tensor& running_mean, const Tensor& running_var, bool training,
+                  double momentum = 0.1, double eps = 1e-5);
 
 // Normalises over the trailing dims given by normalized_shape (which must match x's last dims);
 // weight and bias, when defined, have shape normalized_shape.
