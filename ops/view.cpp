@@ -190,7 +190,9 @@ class SliceBackwardOp final : public Op {
     });
   }
   std::vector<Tensor> backward(const BackwardContext& c) const override {
-    return {slice(c.grad(0), dim_, start_, start_ + length_ * step_ - (step_ - 1), step_)};
+    // The view itself, not slice(): for an empty window the end start - step + 1 can be
+    // negative, which slice() would read as counting from the end.
+    return {call1(std::make_shared<SliceView>(dim_, start_, length_, step_), {c.grad(0)})};
   }
 
  private:
