@@ -11,6 +11,7 @@
 #include "examples/common/dtr_flags.h"
 #include "examples/common/progress.h"
 #include "models/resnet.h"
+#include "nn/host_dataset.h"
 #include "nn/nn.h"
 #include "ops/loss.h"
 #include "remat.h"
@@ -74,8 +75,9 @@ int main(int argc, char** argv) {
     set_num_threads(threads);
     manual_seed(seed);
     const auto limit = [](std::int64_t n) { return n > 0 ? std::optional<std::int64_t>(n) : std::nullopt; };
-    auto train_set = nn::load_fashion_mnist(data_dir, nn::Split::Train, limit(train_limit));
-    auto test_set = nn::load_fashion_mnist(data_dir, nn::Split::Test, limit(test_limit));
+    // The data stays in host memory; only batches enter the budgeted pool.
+    nn::HostDataset train_set(nn::load_fashion_mnist(data_dir, nn::Split::Train, limit(train_limit)));
+    nn::HostDataset test_set(nn::load_fashion_mnist(data_dir, nn::Split::Test, limit(test_limit)));
     // Fashion-MNIST's pixel mean and standard deviation.
     auto normalize = std::make_shared<nn::Normalize>(std::vector<double>{0.2860}, std::vector<double>{0.3530});
     std::shared_ptr<const nn::Transform> train_transform = normalize;

@@ -69,9 +69,9 @@ void record_autograd(const std::shared_ptr<const Op>& op, const std::vector<Tens
   auto node = std::make_shared<OpNode>(op, std::move(edges), std::move(in_metas), std::move(metas));
   const SaveSpec s = op->saves();
   for (std::size_t i = 0; i < inputs.size(); ++i)
-    if (s.inputs >> i & 1u) node->save_input(i, inputs[i]);
+    if (i < 32 && (s.inputs >> i & 1u)) node->save_input(i, inputs[i]);
   for (std::size_t i = 0; i < outputs.size(); ++i)
-    if (s.outputs >> i & 1u) node->save_output(i, outputs[i]);
+    if (i < 32 && (s.outputs >> i & 1u)) node->save_output(i, outputs[i]);
   for (std::size_t i = 0; i < outputs.size(); ++i)
     if (is_floating(outputs[i].dtype()))
       set_history(outputs[i], node, static_cast<std::uint32_t>(i));
