@@ -7,6 +7,8 @@ packages=(
   libdnnl-dev libeigen3-dev libfmt-dev libcli11-dev nlohmann-json3-dev zlib1g-dev
   libgtest-dev libgmock-dev libbenchmark-dev
 )
+# Fashion-MNIST for the main job and the data tests (which skip, saying so, without it).
+packages+=(dataset-fashion-mnist)
 # Optional extras: PyTorch for regenerating test fixtures and for bench/ comparisons.
 if [ "${REMAT_WITH_TORCH:-0}" = 1 ]; then packages+=(python3-torch); fi
 
