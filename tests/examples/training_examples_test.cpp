@@ -1,0 +1,62 @@
+// The training examples end to end: train_resnet gives the same final loss under a tight budget
+// as without one, and a short run on a Fashion-MNIST subset learns well above chance.  The
+// programs run as a user would run them; their last output line is the JSON summary.
+#include <cstdio>
+#include <filesystem>
+
+#include <nlohmann/json.hpp>
+
+#include "nn/mnist.h"
+#include "support/test_util.h"
+
+namespace remat {
+namespace {
+
+nlohmann::json run_example(const std::string& args) {
+  const std::string cmd = std::string(REMAT_EXAMPLES_DIR) + "/" + args + " 2>&1";
+  std::FILE* pipe = popen(cmd.c_str(), "r");
+  if (!pipe) throw Error("cannot run " + cmd);
+  std::string all, last;
+  char buf[8192];
+  while (std::fgets(buf, sizeof buf, pipe)) all += buf, last = buf;
+  const int rc = pclose(pipe);
+  if (rc != 0) throw Error(fmt::format("{} failed ({}):\n{}", cmd, rc, all));
+  return nlohmann::json::parse(last);
+}
+
+bool ready(std::string* why) {
+  if (!std::filesystem::exists(std::string(REMAT_EXAMPLES_DIR) + "/train_resnet")) {
+    *why = "examples are not built (REMAT_BUILD_EXAMPLES=OFF)";
+    return false;
+  }
+  if (!std::filesystem::exists(nn::kFashionMnistDir)) {
+    *why = "Fashion-MNIST is not installed (apt-get install dataset-fashion-mnist)";
+    return false;
+  }
+  return true;
+}
+
+TEST(TrainResnet, SameFinalLossUnderATightBudget) {
+  std::string why;
+  if (!ready(&why)) GTEST_SKIP() << why;
+  const std::string common = "train_resnet --steps 4 --batch-size 32 --train-limit 512 --test-limit 64 --seed 3";
+  const auto plain = run_example(common + " --budget none");
+  const auto tight = run_example(common + " --budget 0.3");
+  EXPECT_EQ(plain["final_loss"].get<double>(), tight["final_loss"].get<double>());
+  EXPECT_EQ(plain["test_accuracy"].get<double>(), tight["test_accuracy"].get<double>());
+  EXPECT_GT(tight["evictions"].get<long>(), 0);
+  EXPECT_LE(tight["peak_resident_bytes"].get<double>(), tight["budget_bytes"].get<double>());
+  EXPECT_LT(tight["peak_resident_bytes"].get<double>(), 0.35 * tight["unbudgeted_peak_bytes"].get<double>());
+}
+
+TEST(TrainMlp, ShortRunOnAFashionMnistSubsetLearns) {
+  std::string why;
+  if (!ready(&why)) GTEST_SKIP() << why;
+  const auto r = run_example("train_mlp --epochs 3 --train-limit 4096 --test-limit 1000 --hidden 256 --seed 1");
+  std::printf("train_mlp on 4096 Fashion-MNIST images, 3 epochs: test accuracy %.3f\n",
+              r["test_accuracy"].get<double>());
+  EXPECT_GT(r["test_accuracy"].get<double>(), 0.6);  // chance is 0.1
+}
+
+}  // namespace
+}  // namespace remat
