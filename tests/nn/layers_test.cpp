@@ -443,6 +443,10 @@ CnnStep cnn_step(std::optional<std::size_t> budget) {
   const Tensor w_out = randn({16, 10}, {.seed = 2});
   Pool& pool = Pool::of(Device::cpu());
   pool.reset_stats();
+  struct Unbudget {  // even when the step throws OutOfBudget
+    Pool& pool;
+    ~Unbudget() { pool.set_budget(std::nullopt); }
+  } unbudget{pool};
   pool.set_budget(budget);
   Tensor y = net->forward(x);
   backward(sum(mul(y, w_out)));
@@ -467,7 +471,9 @@ TEST(LayersUnderBudget, SmallCnnIsBitIdentical) {
   pool.configure(cfg);
   const std::size_t base = pool.resident_bytes();
   const CnnStep reference = cnn_step(std::nullopt);
-  const std::size_t budget = base + (reference.stats.peak_resident_bytes - base) / 2;
+  // 0.6 of the peak: at 0.5 this shallow, wide-activation network's backward holds more than
+  // the budget pinned along one rematerialization chain.
+  const std::size_t budget = base + (reference.stats.peak_resident_bytes - base) * 6 / 10;
   const CnnStep budgeted = cnn_step(budget);
   pool.configure(saved);
   ASSERT_EQ(reference.values.size(), budgeted.values.size());
