@@ -1,0 +1,14 @@
+// The nn layer in one include: modules and layers, initialisation, optimizers and learning-rate
+// schedules, serialization, datasets, transforms and data loading.
+// Usage: #include "nn/nn.h"  then  auto net = std::make_shared<remat::nn::Linear>(784, 10);
+#pragma once
+#include "nn/data.h"
+#include "nn/init.h"
+#include "nn/layers.h"
+#include "nn/lr_scheduler.h"
+#include "nn/mnist.h"
+#include "nn/module.h"
+#include "nn/optim.h"
+#include "nn/sequential.h"
+#include "nn/serialize.h"
+#include "nn/transforms.h"
