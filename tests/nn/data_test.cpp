@@ -18,22 +18,9 @@
 namespace remat::nn {
 namespace {
 
-using testing::bit_equal;
+using testing::throws_with;
 
-::testing::AssertionResult throws_with(const std::function<void()>& f,
-                                       std::vector<std::string> fragments) {
-  try {
-    f();
-  } catch (const Error& e) {
-    const std::string msg = e.what();
-    for (const auto& frag : fragments)
-      if (msg.find(frag) == std::string::npos)
-        return ::testing::AssertionFailure()
-               << "message \"" << msg << "\" lacks \"" << frag << "\"";
-    return ::testing::AssertionSuccess();
-  }
-  return ::testing::AssertionFailure() << "no error thrown";
-}
+using testing::bit_equal;
 
 // Row i holds i * 100 + j, target i: every batch row says which example it came from.
 TensorDataset numbered(std::int64_t n, std::int64_t features = 3) {

@@ -12,6 +12,8 @@
 namespace remat {
 namespace {
 
+using testing::throws_with;
+
 using namespace nn::init;
 using testing::bit_equal;
 using testing::find_case;
@@ -19,21 +21,6 @@ using testing::find_case;
 const testing::FixtureCase& fixture_case(const std::string& name) {
   static const auto cases = testing::load_fixture("layers");
   return find_case(cases, name);
-}
-
-::testing::AssertionResult throws_with(const std::function<void()>& f,
-                                       std::vector<std::string> fragments) {
-  try {
-    f();
-  } catch (const Error& e) {
-    const std::string msg = e.what();
-    for (const auto& frag : fragments)
-      if (msg.find(frag) == std::string::npos)
-        return ::testing::AssertionFailure()
-               << "message \"" << msg << "\" lacks \"" << frag << "\"";
-    return ::testing::AssertionSuccess();
-  }
-  return ::testing::AssertionFailure() << "no error thrown";
 }
 
 struct Moments {

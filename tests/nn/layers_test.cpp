@@ -16,6 +16,8 @@
 namespace remat {
 namespace {
 
+using testing::throws_with;
+
 using testing::all_close;
 using testing::bit_equal;
 using testing::find_case;
@@ -24,21 +26,6 @@ using testing::FixtureCase;
 const std::vector<FixtureCase>& fixture() {
   static const auto cases = testing::load_fixture("layers");
   return cases;
-}
-
-::testing::AssertionResult throws_with(const std::function<void()>& f,
-                                       std::vector<std::string> fragments) {
-  try {
-    f();
-  } catch (const Error& e) {
-    const std::string msg = e.what();
-    for (const auto& frag : fragments)
-      if (msg.find(frag) == std::string::npos)
-        return ::testing::AssertionFailure()
-               << "message \"" << msg << "\" lacks \"" << frag << "\"";
-    return ::testing::AssertionSuccess();
-  }
-  return ::testing::AssertionFailure() << "no error thrown";
 }
 
 // The layer PyTorch ran for each fixture case, with PyTorch's constructor arguments.

@@ -13,23 +13,11 @@ namespace {
 
 using testing::find_case;
 using testing::FixtureCase;
+using testing::throws_with;
 
 const std::vector<FixtureCase>& fixture() {
   static const auto cases = testing::load_fixture("optim");
   return cases;
-}
-
-::testing::AssertionResult throws_with(const std::function<void()>& f, std::vector<std::string> fragments) {
-  try {
-    f();
-  } catch (const Error& e) {
-    const std::string msg = e.what();
-    for (const auto& frag : fragments)
-      if (msg.find(frag) == std::string::npos)
-        return ::testing::AssertionFailure() << "message \"" << msg << "\" lacks \"" << frag << "\"";
-    return ::testing::AssertionSuccess();
-  }
-  return ::testing::AssertionFailure() << "no error thrown";
 }
 
 // The fixture's optimizer: two groups with lr 0.1 and 0.05.

@@ -17,23 +17,10 @@
 namespace remat::nn {
 namespace {
 
+using testing::throws_with;
+
 namespace fs = std::filesystem;
 using Bytes = std::vector<std::uint8_t>;
-
-::testing::AssertionResult throws_with(const std::function<void()>& f,
-                                       std::vector<std::string> fragments) {
-  try {
-    f();
-  } catch (const Error& e) {
-    const std::string msg = e.what();
-    for (const auto& frag : fragments)
-      if (msg.find(frag) == std::string::npos)
-        return ::testing::AssertionFailure()
-               << "message \"" << msg << "\" lacks \"" << frag << "\"";
-    return ::testing::AssertionSuccess();
-  }
-  return ::testing::AssertionFailure() << "no error thrown";
-}
 
 Bytes header(std::uint32_t magic, std::vector<std::uint32_t> dims) {
   Bytes out;

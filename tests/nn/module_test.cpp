@@ -15,26 +15,13 @@
 namespace remat {
 namespace {
 
+using testing::throws_with;
+
 using testing::all_close;
 using testing::bit_equal;
 using testing::gradcheck;
 using testing::gradgradcheck;
 using testing::leaf64;
-
-::testing::AssertionResult throws_with(const std::function<void()>& f,
-                                       std::vector<std::string> fragments) {
-  try {
-    f();
-  } catch (const Error& e) {
-    const std::string msg = e.what();
-    for (const auto& frag : fragments)
-      if (msg.find(frag) == std::string::npos)
-        return ::testing::AssertionFailure()
-               << "message \"" << msg << "\" lacks \"" << frag << "\"";
-    return ::testing::AssertionSuccess();
-  }
-  return ::testing::AssertionFailure() << "no error thrown";
-}
 
 template <class T>
 std::vector<std::string> names_of(const std::vector<std::pair<std::string, T>>& entries) {

@@ -18,23 +18,11 @@ using testing::all_close;
 using testing::bit_equal;
 using testing::find_case;
 using testing::FixtureCase;
+using testing::throws_with;
 
 const std::vector<FixtureCase>& fixture() {
   static const auto cases = testing::load_fixture("optim");
   return cases;
-}
-
-::testing::AssertionResult throws_with(const std::function<void()>& f, std::vector<std::string> fragments) {
-  try {
-    f();
-  } catch (const Error& e) {
-    const std::string msg = e.what();
-    for (const auto& frag : fragments)
-      if (msg.find(frag) == std::string::npos)
-        return ::testing::AssertionFailure() << "message \"" << msg << "\" lacks \"" << frag << "\"";
-    return ::testing::AssertionSuccess();
-  }
-  return ::testing::AssertionFailure() << "no error thrown";
 }
 
 // A fresh leaf holding a copy of t (never the fixture's own cell: the optimizer writes in place).

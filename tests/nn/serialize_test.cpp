@@ -22,21 +22,8 @@ namespace remat {
 namespace {
 
 namespace fs = std::filesystem;
-using testing::all_close;
 using testing::bit_equal;
-
-::testing::AssertionResult throws_with(const std::function<void()>& f, std::vector<std::string> fragments) {
-  try {
-    f();
-  } catch (const Error& e) {
-    const std::string msg = e.what();
-    for (const auto& frag : fragments)
-      if (msg.find(frag) == std::string::npos)
-        return ::testing::AssertionFailure() << "message \"" << msg << "\" lacks \"" << frag << "\"";
-    return ::testing::AssertionSuccess();
-  }
-  return ::testing::AssertionFailure() << "no error thrown";
-}
+using testing::throws_with;
 
 using Bytes = std::vector<unsigned char>;
 

@@ -11,6 +11,8 @@
 namespace remat {
 namespace {
 
+using testing::throws_with;
+
 using testing::all_close;
 using testing::bit_equal;
 using testing::find_case;
@@ -21,21 +23,6 @@ using testing::leaf64;
 const std::vector<testing::FixtureCase>& fixture() {
   static const auto cases = testing::load_fixture("pool");
   return cases;
-}
-
-::testing::AssertionResult throws_with(const std::function<void()>& f,
-                                       std::vector<std::string> fragments) {
-  try {
-    f();
-  } catch (const Error& e) {
-    const std::string msg = e.what();
-    for (const auto& frag : fragments)
-      if (msg.find(frag) == std::string::npos)
-        return ::testing::AssertionFailure()
-               << "message \"" << msg << "\" lacks \"" << frag << "\"";
-    return ::testing::AssertionSuccess();
-  }
-  return ::testing::AssertionFailure() << "no error thrown";
 }
 
 Size2 size2(const std::vector<std::int64_t>& v) {

@@ -7,6 +7,8 @@
 namespace remat {
 namespace {
 
+using testing::throws_with;
+
 using testing::all_close;
 using testing::bit_equal;
 using testing::find_case;
@@ -17,21 +19,6 @@ using testing::leaf64;
 const std::vector<testing::FixtureCase>& fixture() {
   static const auto cases = testing::load_fixture("reduce");
   return cases;
-}
-
-::testing::AssertionResult throws_with(const std::function<void()>& f,
-                                       std::vector<std::string> fragments) {
-  try {
-    f();
-  } catch (const Error& e) {
-    const std::string msg = e.what();
-    for (const auto& frag : fragments)
-      if (msg.find(frag) == std::string::npos)
-        return ::testing::AssertionFailure()
-               << "message \"" << msg << "\" lacks \"" << frag << "\"";
-    return ::testing::AssertionSuccess();
-  }
-  return ::testing::AssertionFailure() << "no error thrown";
 }
 
 class ReduceValues : public ::testing::TestWithParam<std::string> {

@@ -48,6 +48,19 @@ namespace remat::testing {
   return ::testing::AssertionSuccess();
 }
 
+::testing::AssertionResult throws_with(const std::function<void()>& f, std::vector<std::string> fragments) {
+  try {
+    f();
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    for (const auto& frag : fragments)
+      if (msg.find(frag) == std::string::npos)
+        return ::testing::AssertionFailure() << "message \"" << msg << "\" lacks \"" << frag << "\"";
+    return ::testing::AssertionSuccess();
+  }
+  return ::testing::AssertionFailure() << "no error thrown";
+}
+
 const Tensor& FixtureCase::operator[](const std::string& key) const {
   auto it = tensors.find(key);
   if (it == tensors.end()) throw Error(fmt::format("fixture case {}: no tensor '{}'", name, key));

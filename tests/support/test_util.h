@@ -18,6 +18,9 @@ namespace remat::testing {
                                      double rtol = 1e-5, double atol = 1e-6);
 ::testing::AssertionResult bit_equal(const Tensor& a, const Tensor& b);
 
+// Succeeds when f throws remat::Error whose message contains every fragment (op name, shapes).
+::testing::AssertionResult throws_with(const std::function<void()>& f, std::vector<std::string> fragments);
+
 // A case of a fixture file written by tests/fixtures/generate.py: named tensors and attributes.
 struct FixtureCase {
   std::string name;
