@@ -187,10 +187,12 @@ void Pool::free_buffer(Cell& cell, CellState next) {
     cell.block_ = {};
     --resident_cells_;
     account_resident(-static_cast<std::ptrdiff_t>(cell.nbytes_));
-    // Unbudgeted, the cache may hold at most the peak again; under a budget make_room trims it.
+    // Unbudgeted, the cache may hold at most the run's peak again; under a budget make_room
+    // trims it.
     if (!config_.budget) {
       const std::size_t cached = allocator_.cached_bytes();
-      if (cached > peak_resident_bytes_) allocator_.release_cached(cached - peak_resident_bytes_);
+      const std::size_t cap = total_.peak_resident_bytes;
+      if (cached > cap) allocator_.release_cached(cached - cap);
     }
   }
   cell.state_ = next;
@@ -399,7 +401,13 @@ std::shared_ptr<Cell> Pool::begin_write(Cell& cell, bool overwrite, std::string_
     auto old = std::make_shared<Cell>(*this, cell.nbytes_, ++cell_ids_);
     transfer_identity(cell, *old);
     ++old->pins_;  // read by the kernel
-    materialize(cell, op);
+    try {
+      materialize(cell, op);
+    } catch (...) {
+      --old->pins_;
+      transfer_identity(*old, cell);  // OutOfBudget: give the cell its bytes back untouched
+      throw;
+    }
     return old;
   } catch (...) {
     unpin(cell);

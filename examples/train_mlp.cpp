@@ -93,13 +93,15 @@ int main(int argc, char** argv) {
       for (const auto& batch : train_loader) {
         if (step >= total) break;
         const auto t0 = std::chrono::steady_clock::now();
-        Tensor logits = model->forward(batch.inputs);
-        Tensor loss = cross_entropy(logits, batch.targets);
-        optimizer.zero_grad();
-        backward(loss);
+        {
+          Tensor logits = model->forward(batch.inputs);
+          Tensor loss = cross_entropy(logits, batch.targets);
+          optimizer.zero_grad();
+          backward(loss);
+          loss_value = loss.item<double>();
+          acc = mean(to_dtype(eq(argmax(logits, 1), batch.targets), DType::Float32)).item<double>();
+        }  // the step's graph is gone before the update, so parameters change in place
         optimizer.step();
-        loss_value = loss.item<double>();
-        acc = mean(to_dtype(eq(argmax(logits, 1), batch.targets), DType::Float32)).item<double>();
         ++step;
         dtr.after_step(pool);
         const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();

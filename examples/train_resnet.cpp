@@ -46,7 +46,7 @@ int main(int argc, char** argv) {
   std::string model_name = "resnet20", data_dir = nn::kFashionMnistDir, save_path, resume_path;
   int epochs = 1, threads = num_threads();
   long steps = 0, warmup = 100;
-  std::int64_t batch_size = 128, train_limit = 0, test_limit = 0;
+  std::int64_t batch_size = 64, train_limit = 0, test_limit = 0;
   double lr = 0.1, momentum = 0.9, weight_decay = 5e-4;
   std::uint64_t seed = 0;
   bool augment = false;
@@ -117,14 +117,16 @@ int main(int argc, char** argv) {
       for (const auto& batch : train_loader) {
         if (step >= total) break;
         const auto t0 = std::chrono::steady_clock::now();
-        Tensor logits = model->forward(batch.inputs);
-        Tensor loss = cross_entropy(logits, batch.targets);
-        optimizer.zero_grad();
-        backward(loss);
+        {
+          Tensor logits = model->forward(batch.inputs);
+          Tensor loss = cross_entropy(logits, batch.targets);
+          optimizer.zero_grad();
+          backward(loss);
+          loss_value = loss.item<double>();
+          acc = accuracy_of(logits, batch.targets);
+        }  // the step's graph is gone before the update, so parameters change in place
         optimizer.step();
         schedule->step();
-        loss_value = loss.item<double>();
-        acc = accuracy_of(logits, batch.targets);
         ++step;
         dtr.after_step(pool);
         const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();

@@ -143,3 +143,25 @@ TEST(Inplace, UnderATightBudgetUpdatesStayCorrect) {
 
 }  // namespace
 }  // namespace remat
+
+namespace remat {
+namespace {
+
+TEST(Inplace, OutOfBudgetDuringCopyOnWriteLeavesTheTensorIntact) {
+  Pool& pool = Pool::of(Device::cpu());
+  const DtrConfig saved = pool.config();
+  Tensor w = tensor<float>(std::vector<float>(4096, 2.0f));  // a 16 KiB constant
+  Tensor y = exp(w);                                         // a record that reads w
+  pool.evict(static_cast<Cell&>(*y.storage()));
+  pool.set_budget(pool.resident_bytes() + 1000);  // no room for the copy of w
+  EXPECT_THROW(mul_(w, 0.5), OutOfBudget);
+  pool.set_budget(std::nullopt);
+  EXPECT_EQ(w.at<float>({7}), 2.0f);        // unchanged and still readable
+  EXPECT_EQ(y.at<float>({7}), std::exp(2.0f));  // y still recomputes from the old w
+  mul_(w, 0.5);
+  EXPECT_EQ(w.at<float>({7}), 1.0f);
+  pool.configure(saved);
+}
+
+}  // namespace
+}  // namespace remat

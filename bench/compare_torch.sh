@@ -1,0 +1,124 @@
+#!/usr/bin/env bash
+# One training step of the CIFAR ResNet-32 (batch 32) and of a 784-1024-1024-10 MLP (batch 128)
+# in remat (bench/compare_ours.cpp) and in PyTorch 1.13 (bench/compare_torch.py), one thread
+# each.  The three workers (ours, PyTorch at its defaults, PyTorch at its best: glibc malloc
+# never returning memory to the kernel, and OpenBLAS's SkylakeX kernels where the CPU has
+# AVX-512) stay up and are alternated in rounds, so machine drift hits all of them alike.
+# Prints, per model, "MODEL ours_ms torch_ms ratio" with the faster PyTorch setting, the
+# default-settings time, and the MLP's GFLOP/s (forward + backward = 3 x 2 x MACs).
+# Usage: BUILD_DIR=build ROUNDS=4 STEPS=5 bench/compare_torch.sh
+set -euo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+build=${BUILD_DIR:-build}
+[[ $build = /* ]] || build=$root/$build
+rounds=${ROUNDS:-4}
+steps=${STEPS:-5}
+warmup=${WARMUP:-3}
+python=/usr/bin/python3
+
+die() {
+  echo "compare_torch.sh: $*" >&2
+  exit 1
+}
+trap 'die "line $LINENO: \"$BASH_COMMAND\" failed"' ERR
+
+if ! err=$("$python" -c 'import torch' 2>&1); then
+  die "$python cannot import torch (install python3-torch, e.g. REMAT_WITH_TORCH=1 scripts/setup.sh): ${err##*$'\n'}"
+fi
+
+if [[ ! -f $build/CMakeCache.txt ]]; then
+  cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release >/dev/null || die "cmake configure of $build failed"
+fi
+cmake --build "$build" --target compare_ours -j"${JOBS:-1}" >/dev/null || die "building compare_ours in $build failed"
+ours=$build/bench/compare_ours
+[[ -x $ours ]] || die "$ours was not built"
+
+# One thread everywhere (compare_ours and compare_torch.py also set it themselves).
+export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 REMAT_NUM_THREADS=1
+best_env=(MALLOC_MMAP_THRESHOLD_=4294967296 MALLOC_TRIM_THRESHOLD_=17179869184)
+if grep -qw avx512f /proc/cpuinfo; then
+  best_env+=(OPENBLAS_CORETYPE=SkylakeX)
+  coretype_note="OPENBLAS_CORETYPE=SkylakeX (the CPU has AVX-512)"
+else
+  coretype_note="no OPENBLAS_CORETYPE: the CPU has no AVX-512 (AVX2 at most), so SkylakeX kernels cannot run"
+fi
+
+tmp=$(mktemp -d)
+pids=()
+cleanup() {
+  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+
+workers=(ours torch_default torch_best)
+declare -A in_fd out_fd
+# Starts a worker on a pair of FIFOs and waits for its "ready".
+start() {
+  local name=$1 fd line
+  shift
+  mkfifo "$tmp/$name.in" "$tmp/$name.out"
+  "$@" <"$tmp/$name.in" >"$tmp/$name.out" 2>"$tmp/$name.err" &
+  pids+=($!)
+  exec {fd}>"$tmp/$name.in"
+  in_fd[$name]=$fd
+  exec {fd}<"$tmp/$name.out"
+  out_fd[$name]=$fd
+  if ! read -r -t 900 -u "${out_fd[$name]}" line || [[ $line != ready ]]; then
+    die "worker $name did not start: $(cat "$tmp/$name.err")"
+  fi
+}
+
+# The BLAS PyTorch's CPU library resolves to decides its matmul (and so the MLP) speed.
+torch_lib=$("$python" -c 'import os, torch; print(os.path.join(os.path.dirname(torch.__file__), "lib", "libtorch_cpu.so"))')
+torch_blas=$(ldd "$torch_lib" 2>/dev/null | awk '/libblas|openblas|libmkl|blis/ && !found { print $3; found = 1 }' || true)
+if [[ -n $torch_blas ]]; then torch_blas=$(readlink -f "$torch_blas"); fi
+
+echo "compare_torch: $rounds rounds x $steps steps per model and worker after $warmup warm-up steps, one thread"
+echo "  PyTorch $("$python" -c 'import torch; print(torch.__version__)'), BLAS: ${torch_blas:-unknown}"
+echo "  PyTorch best: ${best_env[*]}; $coretype_note"
+start ours "$ours" --threads 1 --warmup "$warmup"
+start torch_default "$python" "$root/bench/compare_torch.py" --threads 1 --warmup "$warmup"
+start torch_best env "${best_env[@]}" "$python" "$root/bench/compare_torch.py" --threads 1 --warmup "$warmup"
+
+models=(resnet32 mlp)
+for ((r = 0; r < rounds; r++)); do
+  for model in "${models[@]}"; do
+    for ((k = 0; k < ${#workers[@]}; k++)); do
+      w=${workers[(k + r) % ${#workers[@]}]}  # rotate who goes first
+      echo "$model $steps" >&"${in_fd[$w]}"
+      read -r -t 900 -u "${out_fd[$w]}" line || die "worker $w stopped: $(cat "$tmp/$w.err")"
+      set -- $line
+      [[ $1 = "$model" ]] || die "worker $w answered: $line"
+      shift
+      printf '%s\n' "$@" >>"$tmp/$w.$model"
+    done
+  done
+done
+for w in "${workers[@]}"; do echo quit >&"${in_fd[$w]}"; done
+wait
+
+median() { sort -g "$1" | awk '{ v[NR] = $1 } END { print (NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2) }'; }
+
+# MACs of one MLP step's forward pass: batch 128 through 784-1024-1024-10.
+mlp_gflop=$(awk 'BEGIN { printf "%.6f", 3 * 2 * 128 * (784 * 1024 + 1024 * 1024 + 1024 * 10) / 1e9 }')
+echo "medians of $((rounds * steps)) steps, ms per step:"
+printf '  %-9s %9s %14s %14s\n' model ours torch_default torch_best
+for model in "${models[@]}"; do
+  printf '  %-9s %9.2f %14.2f %14.2f\n' "$model" "$(median "$tmp/ours.$model")" \
+    "$(median "$tmp/torch_default.$model")" "$(median "$tmp/torch_best.$model")"
+done
+echo "MODEL ours_ms torch_ms ratio (torch_ms: the faster PyTorch setting; ratio = ours / torch)"
+for model in "${models[@]}"; do
+  o=$(median "$tmp/ours.$model") d=$(median "$tmp/torch_default.$model") b=$(median "$tmp/torch_best.$model")
+  awk -v m="$model" -v o="$o" -v d="$d" -v b="$b" 'BEGIN {
+    t = b < d ? b : d
+    printf "%s %.2f %.2f %.3f  (torch defaults %.2f ms, best setting: %s)\n", m, o, t, o / t, d, b < d ? "tuned" : "defaults"
+  }'
+done
+awk -v g="$mlp_gflop" -v o="$(median "$tmp/ours.mlp")" -v d="$(median "$tmp/torch_default.mlp")" \
+  -v b="$(median "$tmp/torch_best.mlp")" 'BEGIN {
+  printf "mlp GFLOP/s (%.3f GFLOP per step = 3 x 2 x MACs): ours %.1f, torch defaults %.1f, torch tuned %.1f\n",
+    g, g / (o / 1e3), g / (d / 1e3), g / (b / 1e3)
+}'
