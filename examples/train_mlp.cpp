@@ -9,6 +9,7 @@
 
 #include "examples/common/dtr_flags.h"
 #include "examples/common/progress.h"
+#include "examples/common/train_flags.h"
 #include "nn/host_dataset.h"
 #include "nn/nn.h"
 #include "ops/loss.h"
@@ -19,53 +20,40 @@ using namespace remat;
 int main(int argc, char** argv) {
   ensure_passive_threads(argc, argv);
   CLI::App app{"Train an MLP on Fashion-MNIST or random data under a memory budget"};
-  std::string data_dir = nn::kFashionMnistDir, save_path, resume_path, model_name = "mlp";
-  int epochs = 1, threads = num_threads(), layers = 2;
-  long steps = 0;
-  std::int64_t batch_size = 128, hidden = 1024, train_limit = 0, test_limit = 0;
-  double lr = 0.05;
-  std::uint64_t seed = 0;
+  examples::TrainFlags f;
+  f.model = "mlp", f.batch_size = 128, f.lr = 0.05;
+  int layers = 2;
+  std::int64_t hidden = 1024;
   bool random_data = false;
   examples::DtrFlags dtr;
-  app.add_option("--model", model_name, "a name for the summary");
-  app.add_option("--epochs", epochs, "passes over the training set")->check(CLI::PositiveNumber);
-  app.add_option("--steps", steps, "stop after this many steps (0: run every epoch)")->check(CLI::NonNegativeNumber);
-  app.add_option("--batch-size", batch_size, "examples per step")->check(CLI::PositiveNumber);
+  f.add_to(app);
   app.add_option("--hidden", hidden, "units per hidden layer")->check(CLI::PositiveNumber);
   app.add_option("--layers", layers, "hidden layers")->check(CLI::PositiveNumber);
-  app.add_option("--lr", lr, "SGD learning rate (momentum 0.9)")->check(CLI::PositiveNumber);
-  app.add_option("--seed", seed, "seed for initialisation, data and shuffling");
-  app.add_option("--threads", threads, "CPU threads")->check(CLI::PositiveNumber);
-  app.add_option("--data-dir", data_dir, "folder with the Fashion-MNIST IDX files");
-  app.add_option("--train-limit", train_limit, "use only the first N training examples (0: all)");
-  app.add_option("--test-limit", test_limit, "evaluate on the first N test examples (0: all)");
   app.add_flag("--random-data", random_data, "train on generated data instead of Fashion-MNIST");
-  app.add_option("--save", save_path, "save model and optimizer state here at the end");
-  app.add_option("--resume", resume_path, "load model and optimizer state from here first");
   dtr.add_to(app);
   CLI11_PARSE(app, argc, argv);
 
   try {
-    set_num_threads(threads);
-    manual_seed(seed);
-    const auto limit = [](std::int64_t n) { return n > 0 ? std::optional<std::int64_t>(n) : std::nullopt; };
+    set_num_threads(f.threads);
+    manual_seed(f.seed);
+    const auto limit = &examples::TrainFlags::limit;
     std::shared_ptr<const nn::Dataset> train_set, test_set;
     if (random_data) {
       // Labels are the argmax of a fixed random linear map: a task an MLP can learn.
       auto make = [&](std::int64_t n, std::uint64_t s) {
         Tensor x = randn({n, 784}, {.seed = s});
-        Tensor teacher = randn({784, 10}, {.seed = seed + 1000});
+        Tensor teacher = randn({784, 10}, {.seed = f.seed + 1000});
         return std::make_shared<nn::HostDataset>(nn::TensorDataset(x, argmax(matmul(x, teacher), 1)));
       };
-      train_set = make(train_limit > 0 ? train_limit : 8192, seed + 1);
-      test_set = make(test_limit > 0 ? test_limit : 2048, seed + 2);
+      train_set = make(f.train_limit > 0 ? f.train_limit : 8192, f.seed + 1);
+      test_set = make(f.test_limit > 0 ? f.test_limit : 2048, f.seed + 2);
     } else {
       // The data stays in host memory; only batches enter the budgeted pool.
-      train_set = std::make_shared<nn::HostDataset>(nn::load_fashion_mnist(data_dir, nn::Split::Train, limit(train_limit)));
-      test_set = std::make_shared<nn::HostDataset>(nn::load_fashion_mnist(data_dir, nn::Split::Test, limit(test_limit)));
+      train_set = std::make_shared<nn::HostDataset>(nn::load_fashion_mnist(f.data_dir, nn::Split::Train, limit(f.train_limit)));
+      test_set = std::make_shared<nn::HostDataset>(nn::load_fashion_mnist(f.data_dir, nn::Split::Test, limit(f.test_limit)));
     }
-    nn::DataLoader train_loader(train_set, {.batch_size = batch_size, .shuffle = true, .drop_last = true, .seed = seed});
-    nn::DataLoader test_loader(test_set, {.batch_size = batch_size});
+    nn::DataLoader train_loader(train_set, {.batch_size = f.batch_size, .shuffle = true, .drop_last = true, .seed = f.seed});
+    nn::DataLoader test_loader(test_set, {.batch_size = f.batch_size});
 
     auto model = std::make_shared<nn::Sequential>();
     model->push_back(std::make_shared<nn::Flatten>());
@@ -76,20 +64,19 @@ int main(int argc, char** argv) {
       width = hidden;
     }
     model->push_back(std::make_shared<nn::Linear>(width, 10));
-    nn::SGD optimizer(model->parameters(), {.lr = lr, .momentum = 0.9});
-    if (!resume_path.empty()) {
-      nn::load(*model, resume_path);
-      nn::load(optimizer, resume_path + ".optim");
+    nn::SGD optimizer(model->parameters(), {.lr = f.lr, .momentum = 0.9});
+    if (!f.resume_path.empty()) {
+      nn::load(*model, f.resume_path);
+      nn::load(optimizer, f.resume_path + ".optim");
     }
 
     Pool& pool = Pool::of(Device::cpu());
     dtr.configure(pool);
-    const long total = steps > 0 ? std::min<long>(steps, epochs * train_loader.num_batches())
-                                 : epochs * train_loader.num_batches();
+    const long total = f.total_steps(train_loader.num_batches());
     examples::Progress progress(total);
     long step = 0;
     double loss_value = 0, acc = 0, train_ms = 0;
-    for (int epoch = 0; epoch < epochs && step < total; ++epoch) {
+    for (int epoch = 0; epoch < f.epochs && step < total; ++epoch) {
       for (const auto& batch : train_loader) {
         if (step >= total) break;
         const auto t0 = std::chrono::steady_clock::now();
@@ -106,7 +93,7 @@ int main(int argc, char** argv) {
         dtr.after_step(pool);
         const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
         train_ms += ms;
-        progress.update(step, loss_value, acc, static_cast<double>(batch_size) * 1e3 / ms, pool.resident_bytes());
+        progress.update(step, loss_value, acc, static_cast<double>(f.batch_size) * 1e3 / ms, pool.resident_bytes());
       }
     }
     progress.finish();
@@ -120,17 +107,17 @@ int main(int argc, char** argv) {
         seen += static_cast<double>(batch.targets.numel());
       }
     }
-    if (!save_path.empty()) {
-      nn::save(*model, save_path);
-      nn::save(optimizer, save_path + ".optim");
+    if (!f.save_path.empty()) {
+      nn::save(*model, f.save_path);
+      nn::save(optimizer, f.save_path + ".optim");
     }
-    nlohmann::json summary = {{"model", model_name},
+    nlohmann::json summary = {{"model", f.model},
                               {"steps", step},
                               {"final_loss", loss_value},
                               {"train_accuracy", acc},
                               {"test_accuracy", seen > 0 ? correct / seen : 0.0},
                               {"ms_per_step", step > 0 ? train_ms / static_cast<double>(step) : 0.0},
-                              {"threads", threads}};
+                              {"threads", f.threads}};
     summary.update(dtr_json);
     std::printf("%s\n", summary.dump().c_str());
   } catch (const std::exception& e) {

@@ -1,0 +1,53 @@
+// The flags every training example shares: --model --epochs --steps --batch-size --lr --seed
+// --threads --data-dir --train-limit --test-limit --save --resume.
+// Usage: TrainFlags f; f.model = "resnet20"; f.add_to(app); ... f.total_steps(batches)
+#pragma once
+#include <algorithm>
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "core/parallel.h"
+#include "nn/mnist.h"
+
+namespace remat::examples {
+
+struct TrainFlags {
+  std::string model;
+  std::int64_t batch_size = 128;
+  double lr = 0.1;
+  int epochs = 1;
+  long steps = 0;
+  std::uint64_t seed = 0;
+  int threads = num_threads();
+  std::string data_dir = nn::kFashionMnistDir;
+  std::int64_t train_limit = 0, test_limit = 0;
+  std::string save_path, resume_path;
+
+  void add_to(CLI::App& app) {
+    app.add_option("--model", model, "the model to train");
+    app.add_option("--epochs", epochs, "passes over the training set")->check(CLI::PositiveNumber);
+    app.add_option("--steps", steps, "stop after this many steps (0: run every epoch)")->check(CLI::NonNegativeNumber);
+    app.add_option("--batch-size", batch_size, "examples per step")->check(CLI::PositiveNumber);
+    app.add_option("--lr", lr, "learning rate")->check(CLI::PositiveNumber);
+    app.add_option("--seed", seed, "seed for initialisation, data order and augmentation");
+    app.add_option("--threads", threads, "CPU threads")->check(CLI::PositiveNumber);
+    app.add_option("--data-dir", data_dir, "folder with the Fashion-MNIST IDX files");
+    app.add_option("--train-limit", train_limit, "use only the first N training examples (0: all)");
+    app.add_option("--test-limit", test_limit, "evaluate on the first N test examples (0: all)");
+    app.add_option("--save", save_path, "save model and optimizer state here at the end");
+    app.add_option("--resume", resume_path, "load model and optimizer state from here first");
+  }
+  static std::optional<std::int64_t> limit(std::int64_t n) {
+    return n > 0 ? std::optional<std::int64_t>(n) : std::nullopt;
+  }
+  // Steps to run: every epoch, or --steps when that is fewer.
+  long total_steps(std::int64_t batches_per_epoch) const {
+    const long all = static_cast<long>(epochs) * batches_per_epoch;
+    return steps > 0 ? std::min(steps, all) : all;
+  }
+};
+
+}  // namespace remat::examples
