@@ -30,6 +30,11 @@ struct Timer {
 }  // namespace
 
 Pool& Pool::of(Device device) {
+  // Called on every op: the CPU pool is found without a lock or a lookup.
+  if (device == Device::cpu()) {
+    static Pool* const cpu = new Pool(Device::cpu());
+    return *cpu;
+  }
   // Pools live for the whole process: cells may die during static destruction.
   static std::mutex mu;
   static auto* pools = new std::map<std::pair<int, int>, Pool*>();

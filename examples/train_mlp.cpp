@@ -34,8 +34,7 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
 
   try {
-    set_num_threads(f.threads);
-    manual_seed(f.seed);
+    f.apply();
     const auto limit = &examples::TrainFlags::limit;
     std::shared_ptr<const nn::Dataset> train_set, test_set;
     if (random_data) {

@@ -60,8 +60,7 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
 
   try {
-    set_num_threads(f.threads);
-    manual_seed(f.seed);
+    f.apply();
     const auto limit = &examples::TrainFlags::limit;
     // The data stays in host memory; only batches enter the budgeted pool.
     nn::HostDataset train_set(nn::load_fashion_mnist(f.data_dir, nn::Split::Train, limit(f.train_limit)));

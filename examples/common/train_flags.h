@@ -10,6 +10,7 @@
 #include <CLI/CLI.hpp>
 
 #include "core/parallel.h"
+#include "core/random.h"
 #include "nn/mnist.h"
 
 namespace remat::examples {
@@ -39,6 +40,11 @@ struct TrainFlags {
     app.add_option("--test-limit", test_limit, "evaluate on the first N test examples (0: all)");
     app.add_option("--save", save_path, "save model and optimizer state here at the end");
     app.add_option("--resume", resume_path, "load model and optimizer state from here first");
+  }
+  // Applies --threads and --seed to the process.
+  void apply() const {
+    set_num_threads(threads);
+    manual_seed(seed);
   }
   static std::optional<std::int64_t> limit(std::int64_t n) {
     return n > 0 ? std::optional<std::int64_t>(n) : std::nullopt;
