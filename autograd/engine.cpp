@@ -119,6 +119,11 @@ class GraphTask {
   void add_gradient(const Edge& e, const Tensor& g) {
     Tensor& slot = states_.at(e.node.get()).buffer[e.input_nr];
     slot = slot.defined() ? engine_ops().add(slot, g) : g;
+    // A gradient waiting for its node is never recomputed: its record reaches back through the
+    // backward pass so far (for a recurrent model, every earlier time step), so one evicted
+    // gradient could pin a chain of released ones.  Frozen, it also frees that history.  With
+    // create_graph it stays an ordinary cell, part of the graph being differentiated.
+    if (!GradMode::is_enabled()) slot.storage()->freeze();
   }
 
   std::vector<Tensor> take_buffer(Node* node, NodeState& st) {

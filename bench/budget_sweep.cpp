@@ -106,8 +106,10 @@ struct Row {
 
 class Sweep {
  public:
-  Sweep(std::function<Workload()> make, int warmup, int steps)
-      : make_(std::move(make)), w_(make_()), warmup_(warmup), steps_(steps) {}
+  Sweep(std::function<Workload()> make, int warmup, int steps, std::vector<double> fractions,
+        bool search_min)
+      : make_(std::move(make)), w_(make_()), warmup_(warmup), steps_(steps),
+        fractions_(std::move(fractions)), search_min_(search_min) {}
 
   // The unbudgeted rows (at the start and at the end, to show drift), each listed budget, and
   // the smallest feasible fraction.  Slowdowns are against the median of all unbudgeted steps.
@@ -116,13 +118,14 @@ class Sweep {
     rows.push_back(measure("none", std::nullopt, warmup_, steps_));
     peak_ = rows.back().peak;
     double lo = 0, hi = 1;  // largest infeasible, smallest feasible fraction seen
-    for (double f : {1.0, 0.8, 0.6, 0.5, 0.4, 0.3, 0.2}) {
+    for (double f : fractions_) {
       rows.push_back(measure(fmt::format("{:.2f}", f), f, 0, steps_));
       if (rows.back().feasible)
         hi = std::min(hi, f);
       else
         lo = std::max(lo, f);
     }
+    if (!search_min_) return finish(rows);
     if (lo >= hi) lo = 0;  // not monotone: search below the smallest feasible fraction
     // Bisect to 0.02 with short probes (a step to settle, one to check), then time the result.
     while (hi - lo > 0.02) {
@@ -137,6 +140,10 @@ class Sweep {
     }
     min_fraction_ = hi, max_infeasible_ = lo;
     rows.push_back(min_row);
+    return finish(rows);
+  }
+
+  std::vector<Row> finish(std::vector<Row>& rows) {
     rows.push_back(measure("none-end", std::nullopt, 0, steps_));
     std::vector<double> base;
     for (const Row& r : rows)
@@ -274,6 +281,8 @@ class Sweep {
   std::function<Workload()> make_;
   Workload w_;
   int warmup_, steps_;
+  std::vector<double> fractions_;
+  bool search_min_;
   double base_ms_ = 0, min_fraction_ = 1, max_infeasible_ = 0;
   std::size_t peak_ = 0;
 };
@@ -285,23 +294,33 @@ int main(int argc, char** argv) {
   CLI::App app{"Step time and DTR counters of an MLP and a ResNet-20 across memory budgets"};
   std::string model = "all";
   int steps = 5, warmup = 2, threads = 1;
-  bool keep_graph = false;
+  bool keep_graph = false, no_min = false;
+  std::vector<double> fractions{1.0, 0.8, 0.6, 0.5, 0.4, 0.3, 0.25, 0.2};
+  std::string heuristic = "dtr-eq", cost = "time";
   app.add_option("--model", model, "mlp, cnn or all")->check(CLI::IsMember({"mlp", "cnn", "all"}));
   app.add_option("--steps", steps, "timed steps per budget")->check(CLI::PositiveNumber);
   app.add_option("--warmup", warmup, "unbudgeted warm-up steps")->check(CLI::NonNegativeNumber);
   app.add_option("--threads", threads, "CPU threads")->check(CLI::PositiveNumber);
   app.add_flag("--keep-graph", keep_graph,
                "keep the step's graph alive through optimizer.step(), as the examples do");
+  app.add_option("--fractions", fractions, "budgets as fractions of the unbudgeted peak")
+      ->delimiter(',')
+      ->check(CLI::Range(0.0, 1.0));
+  app.add_flag("--no-min", no_min, "skip the search for the smallest feasible budget");
+  app.add_option("--heuristic", heuristic, "eviction heuristic");
+  app.add_option("--dtr-cost", cost, "cost model: time, flops, bytes or unit");
   CLI11_PARSE(app, argc, argv);
 
   try {
     set_num_threads(threads);
+    Pool::of(Device::cpu()).set_heuristic(heuristic_from_name(heuristic));
+    Pool::of(Device::cpu()).set_cost_model(cost_model_from_name(cost));
     std::printf(
-        "budget sweep: %d thread(s), heuristic dtr-eq, cost model time, graph %s before "
+        "budget sweep: %d thread(s), heuristic %s, cost model %s, graph %s before "
         "optimizer.step(); "
         "budgets are fractions of the unbudgeted peak (parameters, gradients and optimizer state "
         "included)\n",
-        threads, keep_graph ? "kept" : "dropped");
+        threads, heuristic.c_str(), cost.c_str(), keep_graph ? "kept" : "dropped");
     std::vector<nlohmann::json> lines;
     std::vector<std::function<Workload()>> makers;
     auto with_graph = [keep_graph](Workload (*make)()) {
@@ -314,7 +333,7 @@ int main(int argc, char** argv) {
     if (model == "mlp" || model == "all") makers.push_back(with_graph(make_mlp));
     if (model == "cnn" || model == "all") makers.push_back(with_graph(make_cnn));
     for (auto& make : makers) {
-      Sweep sweep(make, warmup, steps);
+      Sweep sweep(make, warmup, steps, fractions, !no_min);
       const std::vector<Row> rows = sweep.run();
       sweep.print_table(rows);
       for (const Row& r : rows) lines.push_back(sweep.json(r));

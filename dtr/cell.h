@@ -26,14 +26,15 @@ struct Record {
   std::vector<TensorMeta> input_metas;
   std::vector<std::weak_ptr<Cell>> outputs;
   std::vector<TensorMeta> output_metas;
-  double seconds = 0;  // measured kernel time
+  double seconds = 0;    // measured kernel time of this call
+  double time_cost = 0;  // the time cost model's estimate (KernelTimes, or set by the caller)
   double flops = 0;
   double bytes = 0;    // bytes read and written
   std::uint64_t id = 0;
 
   double cost(CostModel model) const {
     switch (model) {
-      case CostModel::Time: return seconds;
+      case CostModel::Time: return time_cost > 0 ? time_cost : seconds;
       case CostModel::Flops: return flops;
       case CostModel::Bytes: return bytes;
       case CostModel::Unit: return 1;

@@ -239,6 +239,8 @@ void Pool::record_call(const std::shared_ptr<Record>& record,
   ++total_.calls;
   ++total_.executions;
   total_.compute_seconds += record->seconds;
+  // A producer that knows its cost (the offline simulator's) sets time_cost itself.
+  if (record->time_cost == 0) record->time_cost = kernel_times_.observe(*record, record->seconds);
   if (trace_) trace_->call(*record, outputs);
 }
 
@@ -354,7 +356,9 @@ void Pool::replay(Record& r, std::string_view op) {
     for (std::size_t i = 0; i < r.inputs.size(); ++i) in_args[i] = {&r.input_metas[i], r.inputs[i]->block_.ptr};
     const auto t0 = Clock::now();
     r.producer->execute(in_args, out_args);
-    total_.recompute_seconds += seconds_since(t0);
+    const double seconds = seconds_since(t0);
+    total_.recompute_seconds += seconds;
+    kernel_times_.observe(r, seconds);
   } catch (...) {
     release();
     throw;

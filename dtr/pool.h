@@ -13,6 +13,7 @@
 #include "dtr/cell.h"
 #include "dtr/config.h"
 #include "dtr/errors.h"
+#include "dtr/kernel_times.h"
 #include "dtr/stats.h"
 
 namespace remat {
@@ -132,6 +133,7 @@ class Pool {
   std::uint64_t clock_ = 0;
   std::uint64_t rng_state_ = 0;
   std::unique_ptr<Trace> trace_;
+  KernelTimes kernel_times_;
 };
 
 }  // namespace remat

@@ -1,0 +1,57 @@
+// The time cost model's estimate: the fastest run seen of an op on the same metadata, so one
+// slow measurement does not make a cheap op look expensive to the heuristics.
+#include "dtr/kernel_times.h"
+
+#include <gtest/gtest.h>
+
+#include "dtr/pool.h"
+#include "ops/elementwise.h"
+#include "ops/factory.h"
+#include "support/test_util.h"
+
+namespace remat {
+namespace {
+
+class NamedProducer final : public Producer {
+ public:
+  explicit NamedProducer(std::string name) : name_(std::move(name)) {}
+  std::string_view name() const override { return name_; }
+  void execute(std::span<const KernelArg>, std::span<const KernelArg>) const override {}
+
+ private:
+  std::string name_;
+};
+
+Record record_of(const std::shared_ptr<const Producer>& p, Shape shape) {
+  Record r;
+  r.producer = p;
+  r.input_metas = {TensorMeta::contiguous(shape, DType::Float32, Device::cpu())};
+  r.output_metas = r.input_metas;
+  return r;
+}
+
+TEST(KernelTimes, EstimateIsTheFastestRunOfTheSameOpAndShapes) {
+  KernelTimes times;
+  auto relu = std::make_shared<NamedProducer>("relu");
+  auto tanh = std::make_shared<NamedProducer>("tanh");
+  EXPECT_DOUBLE_EQ(times.observe(record_of(relu, {64, 64}), 8e-3), 8e-3);
+  EXPECT_DOUBLE_EQ(times.observe(record_of(relu, {64, 64}), 1e-3), 1e-3);
+  EXPECT_DOUBLE_EQ(times.observe(record_of(relu, {64, 64}), 5e-3), 1e-3);  // a slow outlier
+  // Another shape or another op is another entry.
+  EXPECT_DOUBLE_EQ(times.observe(record_of(relu, {64, 32}), 4e-3), 4e-3);
+  EXPECT_DOUBLE_EQ(times.observe(record_of(tanh, {64, 64}), 6e-3), 6e-3);
+}
+
+TEST(KernelTimes, RecordsOfTheTimeCostModelCarryTheEstimate) {
+  Tensor x = randn({256, 256}, {.seed = 3});
+  Tensor a = relu(x), b = relu(x);
+  const auto& ra = *static_cast<Cell&>(*a.storage()).record();
+  const auto& rb = *static_cast<Cell&>(*b.storage()).record();
+  EXPECT_GT(ra.time_cost, 0);
+  EXPECT_LE(ra.time_cost, ra.seconds);
+  EXPECT_LE(rb.time_cost, std::min(ra.seconds, rb.seconds));
+  EXPECT_DOUBLE_EQ(rb.cost(CostModel::Time), rb.time_cost);
+}
+
+}  // namespace
+}  // namespace remat
