@@ -46,6 +46,12 @@ struct Workload {
   }
 };
 
+// A batch as a data loader delivers it: a constant, not a recomputable random draw.
+Tensor constant_copy(const Tensor& t) {
+  if (t.dtype() == DType::Int64) return tensor(t.to_vector<std::int64_t>(), t.shape());
+  return tensor(t.to_vector<float>(), t.shape());
+}
+
 Workload make_mlp() {
   Workload w;
   w.name = "mlp";
@@ -60,8 +66,8 @@ Workload make_mlp() {
   w.model = net;
   w.optimizer =
       std::make_unique<nn::SGD>(w.model->parameters(), nn::SGDOptions{.lr = 0.01, .momentum = 0.9});
-  w.inputs = randn({512, 784}, {.seed = 11});
-  w.targets = randint(0, 10, {512}, {.seed = 12});
+  w.inputs = constant_copy(randn({512, 784}, {.seed = 11}));
+  w.targets = constant_copy(randint(0, 10, {512}, {.seed = 12}));
   return w;
 }
 
@@ -71,8 +77,8 @@ Workload make_cnn() {
   w.model = models::resnet("resnet20", {.in_channels = 3, .num_classes = 10});
   w.optimizer =
       std::make_unique<nn::SGD>(w.model->parameters(), nn::SGDOptions{.lr = 0.01, .momentum = 0.9});
-  w.inputs = randn({64, 3, 32, 32}, {.seed = 21});
-  w.targets = randint(0, 10, {64}, {.seed = 22});
+  w.inputs = constant_copy(randn({64, 3, 32, 32}, {.seed = 21}));
+  w.targets = constant_copy(randint(0, 10, {64}, {.seed = 22}));
   return w;
 }
 
