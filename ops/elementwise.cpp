@@ -25,11 +25,13 @@ TensorMeta broadcast_meta(std::string_view op, std::span<const TensorMeta> in, b
 }
 
 // ---------------------------------------------------------------- binary ops
-enum class Binary { Add, Sub, Mul, Div, Pow, Max, Min, Eq, Ne, Lt, Le, Gt, Ge };
+// ReluGrad is ReLU's backward from its output, a * (b > 0), in one pass and without a mask
+// tensor (PyTorch's threshold_backward).
+enum class Binary { Add, Sub, Mul, Div, Pow, Max, Min, ReluGrad, Eq, Ne, Lt, Le, Gt, Ge };
 
 constexpr std::string_view binary_name(Binary k) {
   constexpr std::string_view names[] = {"add", "sub", "mul", "div", "pow", "maximum", "minimum",
-                                        "eq",  "ne",  "lt",  "le",  "gt",  "ge"};
+                                        "relu_backward", "eq", "ne", "lt", "le", "gt", "ge"};
   return names[static_cast<int>(k)];
 }
 constexpr bool is_comparison(Binary k) { return k >= Binary::Eq; }
@@ -44,6 +46,7 @@ T apply_binary(Binary k, T a, T b) {
     case Binary::Pow: return static_cast<T>(std::pow(a, b));
     case Binary::Max: return std::isnan(static_cast<double>(a)) || a > b ? a : b;
     case Binary::Min: return std::isnan(static_cast<double>(a)) || a < b ? a : b;
+    case Binary::ReluGrad: return b > T(0) ? a : T(0);
     case Binary::Eq: return a == b;
     case Binary::Ne: return a != b;
     case Binary::Lt: return a < b;
@@ -53,6 +56,8 @@ T apply_binary(Binary k, T a, T b) {
   }
   return T{};
 }
+
+Tensor binary(Binary k, const Tensor& a, const Tensor& b);
 
 class BinaryOp final : public Op {
  public:
@@ -64,6 +69,7 @@ class BinaryOp final : public Op {
       case Binary::Mul: case Binary::Max: case Binary::Min: return {0b11, 0};
       case Binary::Div: return {0b11, 0};
       case Binary::Pow: return {0b11, 0b1};
+      case Binary::ReluGrad: return {0b10, 0};
       default: return {};
     }
   }
@@ -79,7 +85,7 @@ class BinaryOp final : public Op {
 #define REMAT_CASE(K) \
   case Binary::K: map_kernel<T, T, T>(out[0], {in[0], in[1]}, [](T a, T b) { return apply_binary<T>(Binary::K, a, b); }); break;
         REMAT_CASE(Add) REMAT_CASE(Sub) REMAT_CASE(Mul) REMAT_CASE(Div) REMAT_CASE(Pow)
-        REMAT_CASE(Max) REMAT_CASE(Min) REMAT_CASE(Eq) REMAT_CASE(Ne) REMAT_CASE(Lt)
+        REMAT_CASE(Max) REMAT_CASE(Min) REMAT_CASE(ReluGrad) REMAT_CASE(Eq) REMAT_CASE(Ne) REMAT_CASE(Lt)
         REMAT_CASE(Le) REMAT_CASE(Gt) REMAT_CASE(Ge)
 #undef REMAT_CASE
       }
@@ -113,6 +119,8 @@ class BinaryOp final : public Op {
         if (c.needs(1)) gb = mul(g, rsub(1.0, share));
         break;
       }
+      // Linear in a; the mask is piecewise constant in b, whose gradient is zero.
+      case Binary::ReluGrad: ga = binary(Binary::ReluGrad, g, *b); break;
       default: break;
     }
     if (ga.defined() && c.needs(0)) ga = sum_to(ga, c.input_meta(0).shape);
@@ -129,7 +137,8 @@ Tensor binary(Binary k, const Tensor& a, const Tensor& b) {
       std::make_shared<BinaryOp>(Binary::Add), std::make_shared<BinaryOp>(Binary::Sub),
       std::make_shared<BinaryOp>(Binary::Mul), std::make_shared<BinaryOp>(Binary::Div),
       std::make_shared<BinaryOp>(Binary::Pow), std::make_shared<BinaryOp>(Binary::Max),
-      std::make_shared<BinaryOp>(Binary::Min), std::make_shared<BinaryOp>(Binary::Eq),
+      std::make_shared<BinaryOp>(Binary::Min), std::make_shared<BinaryOp>(Binary::ReluGrad),
+      std::make_shared<BinaryOp>(Binary::Eq),
       std::make_shared<BinaryOp>(Binary::Ne),  std::make_shared<BinaryOp>(Binary::Lt),
       std::make_shared<BinaryOp>(Binary::Le),  std::make_shared<BinaryOp>(Binary::Gt),
       std::make_shared<BinaryOp>(Binary::Ge)};
@@ -159,7 +168,10 @@ class UnaryOp final : public Op {
   bool differentiable() const override { return kind_ != Unary::Sign; }
   SaveSpec saves() const override {
     switch (kind_) {
+      // ReLU keeps its output, as PyTorch does: the mask is the same (y > 0 exactly where x > 0)
+      // and the output is usually saved anyway as the next layer's input.
       case Unary::Exp: case Unary::Sqrt: case Unary::Rsqrt: case Unary::Tanh: case Unary::Sigmoid:
+      case Unary::Relu:
         return {0, 1};
       case Unary::Neg: case Unary::Sign: return {};
       default: return {1, 0};
@@ -213,7 +225,7 @@ class UnaryOp final : public Op {
       case Unary::Abs: return {mul(g, sign(c.input(0)))};
       case Unary::Tanh: return {mul(g, rsub(1.0, mul(c.output(0), c.output(0))))};
       case Unary::Sigmoid: return {mul(g, mul(c.output(0), rsub(1.0, c.output(0))))};
-      case Unary::Relu: return {mul(g, gt(c.input(0), 0.0))};
+      case Unary::Relu: return {relu_backward(g, c.output(0))};
       case Unary::LeakyRelu: {
         Tensor pos = gt(c.input(0), 0.0);
         return {mul(g, add(mul(pos, 1.0 - p_), p_))};
@@ -318,6 +330,12 @@ Tensor div(const Tensor& a, const Tensor& b) { return binary(Binary::Div, a, b);
 Tensor pow(const Tensor& a, const Tensor& b) { return binary(Binary::Pow, a, b); }
 Tensor maximum(const Tensor& a, const Tensor& b) { return binary(Binary::Max, a, b); }
 Tensor minimum(const Tensor& a, const Tensor& b) { return binary(Binary::Min, a, b); }
+Tensor relu_backward(const Tensor& grad, const Tensor& output) {
+  REMAT_CHECK(grad.defined() && output.defined() && grad.shape() == output.shape(),
+              "relu_backward: grad and output must have the same shape, got {} and {}",
+              grad.defined() ? grad.shape() : Shape{}, output.defined() ? output.shape() : Shape{});
+  return binary(Binary::ReluGrad, grad, output);
+}
 Tensor add(const Tensor& a, double b) { return add(a, scalar_like(a, b)); }
 Tensor sub(const Tensor& a, double b) { return sub(a, scalar_like(a, b)); }
 Tensor mul(const Tensor& a, double b) { return mul(a, scalar_like(a, b)); }

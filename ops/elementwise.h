@@ -33,6 +33,8 @@ Tensor sign(const Tensor& a);  // no gradient (zero almost everywhere)
 Tensor tanh(const Tensor& a);
 Tensor sigmoid(const Tensor& a);
 Tensor relu(const Tensor& a);
+// ReLU's gradient from its output: grad where output > 0, else 0 (PyTorch's threshold_backward).
+Tensor relu_backward(const Tensor& grad, const Tensor& output);
 Tensor leaky_relu(const Tensor& a, double negative_slope = 0.01);
 Tensor gelu(const Tensor& a);  // exact form, x * Phi(x), as PyTorch's default
 Tensor erf(const Tensor& a);

@@ -121,6 +121,21 @@ TEST(Elementwise, UnaryGradientsAndSecondDerivatives) {
   }
 }
 
+TEST(Elementwise, ReluBackwardMasksByTheOutput) {
+  Tensor x = tensor<double>({-1.5, -0.2, 0.0, 0.3, 2.0}).set_requires_grad(true);
+  Tensor g = tensor<double>({1, 2, 3, 4, 5});
+  Tensor y = relu(x);
+  EXPECT_EQ(relu_backward(g, y).to_vector<double>(), (std::vector<double>{0, 0, 0, 4, 5}));
+  backward({y}, {g});
+  EXPECT_EQ(x.grad().to_vector<double>(), (std::vector<double>{0, 0, 0, 4, 5}));
+  // Mixed signs away from the kink: first and second derivatives through relu_backward.
+  Tensor z = tensor<double>({-1.5, -0.2, 0.3, 2.0, -0.7, 1.1}, Shape{2, 3}).set_requires_grad(true);
+  auto fn = [](const std::vector<Tensor>& in) { return relu(in[0]); };
+  EXPECT_TRUE(gradcheck(fn, {z}));
+  EXPECT_TRUE(gradgradcheck(fn, {z}));
+  EXPECT_TRUE(testing::throws_with([&] { relu_backward(g, relu(z)); }, {"relu_backward: grad and output must have the same shape"}));
+}
+
 TEST(Elementwise, BinaryGradientsWithBroadcasting) {
   using B = Tensor (*)(const Tensor&, const Tensor&);
   const std::pair<const char*, B> cases[] = {
