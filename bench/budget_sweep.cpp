@@ -76,7 +76,7 @@ Workload make_mlp(std::string name, std::int64_t in, std::int64_t width, int dep
 // never evictable, so budgets below about 0.8 are infeasible.
 Workload make_wide_mlp() { return make_mlp("mlp", 784, 1024, 3, 512); }
 // Deep and narrow at a large batch: activations dominate, as in most training runs.
-Workload make_deep_mlp() { return make_mlp("deep-mlp", 256, 256, 16, 4096); }
+Workload make_deep_mlp() { return make_mlp("deep-mlp", 128, 128, 32, 8192); }
 
 Workload make_cnn() {
   Workload w;
