@@ -1,6 +1,7 @@
 // The umbrella header: the whole public API of the framework.
 // Usage: #include "remat.h"  then  auto x = remat::randn({2, 3}); auto y = remat::relu(x);
 #pragma once
+#include "autograd/checkpoint.h"
 #include "autograd/engine.h"
 #include "autograd/grad_mode.h"
 #include "core/parallel.h"

@@ -36,20 +36,30 @@ OpNode::OpNode(std::shared_ptr<const BackwardFunction> fn, std::vector<Edge> nex
 }
 
 void OpNode::save_input(std::size_t i, const Tensor& t) {
+  saved_any_ = true;
+  if (auto ref = detail::pack_saved(t)) {
+    slots_.push_back({i, false, std::move(*ref)});
+    return;
+  }
   saved_inputs_[i] = t;
   saved_versions_[i] = t.storage()->version();
-  saved_any_ = true;
 }
 
 void OpNode::save_output(std::size_t i, const Tensor& t) {
+  saved_any_ = true;
+  if (auto ref = detail::pack_saved(t)) {
+    slots_.push_back({i, true, std::move(*ref)});
+    return;
+  }
   saved_outputs_[i] = alias_without_history(t);
   saved_versions_[saved_inputs_.size() + i] = t.storage()->version();
-  saved_any_ = true;
 }
 
 void OpNode::release_saved() {
   for (auto& t : saved_inputs_) t = Tensor();
   for (auto& t : saved_outputs_) t = Tensor();
+  for (auto& s : slots_) s.ref.release();
+  slots_.clear();
   released_ = true;
 }
 
@@ -68,8 +78,27 @@ std::vector<Tensor> OpNode::apply(std::vector<Tensor> grads) {
                 is_input ? i : i - saved_inputs_.size(), t.shape(), saved_versions_[i],
                 t.storage()->version());
   }
-  // When building a graph of the gradient, saved outputs must lead back into this node.
+  // Slots hold values a checkpoint recreates (its replay runs on the first fetch).  A recreated
+  // input takes the history of the original, so a graph of the gradient connects as without
+  // the checkpoint.
+  std::vector<Tensor> inputs;
   std::vector<Tensor> outputs = saved_outputs_;
+  if (!slots_.empty()) {
+    inputs = saved_inputs_;
+    for (const auto& s : slots_) {
+      Tensor v = s.ref.fetch();
+      if (s.output) {
+        outputs[s.index] = v;
+      } else {
+        const Edge& e = next_edges_[s.index];
+        if (e.valid()) set_history(v, e.node, e.input_nr);
+        inputs[s.index] = v;
+      }
+    }
+  }
+  const std::span<const Tensor> saved_inputs =
+      slots_.empty() ? std::span<const Tensor>(saved_inputs_) : std::span<const Tensor>(inputs);
+  // When building a graph of the gradient, saved outputs must lead back into this node.
   if (GradMode::is_enabled()) {
     for (std::size_t i = 0; i < outputs.size(); ++i) {
       if (!outputs[i].defined() || !is_floating(outputs[i].dtype())) continue;
@@ -79,7 +108,7 @@ std::vector<Tensor> OpNode::apply(std::vector<Tensor> grads) {
   }
   auto needs = std::make_unique<bool[]>(next_edges_.size());
   for (std::size_t i = 0; i < next_edges_.size(); ++i) needs[i] = next_edges_[i].valid();
-  BackwardContext ctx{grads, saved_inputs_, outputs,
+  BackwardContext ctx{grads, saved_inputs, outputs,
                       std::span<const bool>(needs.get(), next_edges_.size()), input_metas_};
   auto result = fn_->backward(ctx);
   REMAT_CHECK(result.size() == next_edges_.size(),

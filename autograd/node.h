@@ -1,6 +1,7 @@
 // Autograd graph nodes.  A node holds the backward function its op gave it, the edges to the
 // nodes of its inputs, and saved tensors as ordinary handles (evictable cells like any other),
-// which it releases once the engine has consumed it.
+// which it releases once the engine has consumed it.  Inside a checkpoint, a saved tensor that
+// the checkpoint's replay recreates is held as a slot of the checkpoint's frame instead.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -8,6 +9,7 @@
 #include <vector>
 
 #include "autograd/function.h"
+#include "autograd/saved_slot.h"
 
 namespace remat {
 
@@ -59,6 +61,13 @@ class OpNode final : public Node {
   std::vector<Tensor> saved_inputs_;
   std::vector<Tensor> saved_outputs_;  // detached aliases: no cycle through this node
   std::vector<std::uint64_t> saved_versions_;  // of every saved tensor, inputs then outputs
+  // Saved tensors a checkpoint recreates: which input or output, and where to fetch it.
+  struct Slot {
+    std::size_t index;
+    bool output;
+    detail::SlotRef ref;
+  };
+  std::vector<Slot> slots_;
   bool saved_any_ = false;
   bool released_ = false;
 };

@@ -35,4 +35,11 @@ void manual_seed(std::uint64_t seed) {
 
 RngKey next_rng_key() { return {g_seed.load(), g_stream.fetch_add(1)}; }
 
+RngState rng_state() { return {g_seed.load(), g_stream.load()}; }
+
+void set_rng_state(RngState state) {
+  g_seed = state.seed;
+  g_stream = state.stream;
+}
+
 }  // namespace remat

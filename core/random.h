@@ -25,4 +25,13 @@ inline float uniform_from_bits(std::uint32_t bits) {
 void manual_seed(std::uint64_t seed);
 RngKey next_rng_key();
 
+// The default generator's position: a checkpoint saves it at entry and restores it for its
+// replay, so random ops draw the same keys again.
+struct RngState {
+  std::uint64_t seed = 0;
+  std::uint64_t stream = 0;
+};
+RngState rng_state();
+void set_rng_state(RngState state);
+
 }  // namespace remat

@@ -1,6 +1,9 @@
 // Trains a ResNet on Fashion-MNIST under a DTR memory budget, then evaluates it on the test set.
 // The default budget is 0.5: half of the unbudgeted peak, measured on the first step.
+// --checkpoint-stages checkpoints each stage by hand instead (convolutions kept, the element-wise
+// work recomputed) and prints what the checkpoints kept and replayed in the last step.
 // Usage: train_resnet --model resnet20 --epochs 1 --budget 0.5 [--steps N] [--save ckpt.bin]
+//        train_resnet --budget none --checkpoint-stages --steps 30
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -48,7 +51,7 @@ int main(int argc, char** argv) {
   f.model = "resnet20", f.batch_size = 64, f.lr = 0.1;
   long warmup = 100;
   double momentum = 0.9, weight_decay = 5e-4;
-  bool augment = false;
+  bool augment = false, checkpoint_stages = false;
   examples::DtrFlags dtr;
   dtr.budget = "0.5";
   f.add_to(app);
@@ -56,6 +59,8 @@ int main(int argc, char** argv) {
   app.add_option("--weight-decay", weight_decay, "L2 weight decay")->check(CLI::NonNegativeNumber);
   app.add_option("--warmup", warmup, "warm-up steps (linear, then cosine decay)")->check(CLI::NonNegativeNumber);
   app.add_flag("--augment", augment, "random crops (padding 2) and horizontal flips");
+  app.add_flag("--checkpoint-stages", checkpoint_stages,
+               "checkpoint each ResNet stage: convolutions kept, batch norm, ReLU and add recomputed");
   dtr.add_to(app);
   CLI11_PARSE(app, argc, argv);
 
@@ -78,7 +83,7 @@ int main(int argc, char** argv) {
     // Evaluation batches match the training ones, so evaluation fits in the same budget.
     nn::DataLoader test_loader(std::move(test_set), {.batch_size = f.batch_size, .transform = normalize});
 
-    auto model = models::resnet(f.model, {.in_channels = 1, .num_classes = 10});
+    auto model = models::resnet(f.model, {.in_channels = 1, .num_classes = 10, .checkpoint_stages = checkpoint_stages});
     nn::SGD optimizer(model->parameters(), {.lr = f.lr, .momentum = momentum, .weight_decay = weight_decay,
                                             .nesterov = momentum > 0});
     const long total = f.total_steps(train_loader.num_batches());
@@ -92,9 +97,9 @@ int main(int argc, char** argv) {
 
     Pool& pool = Pool::of(Device::cpu());
     dtr.configure(pool);
-    std::printf("%s on Fashion-MNIST: %ld steps of %lld, %d thread(s), budget %s, heuristic %s\n",
+    std::printf("%s on Fashion-MNIST: %ld steps of %lld, %d thread(s), budget %s, heuristic %s%s\n",
                 f.model.c_str(), total, static_cast<long long>(f.batch_size), f.threads, dtr.spec.str().c_str(),
-                dtr.heuristic.c_str());
+                dtr.heuristic.c_str(), checkpoint_stages ? ", checkpointed stages" : "");
     examples::Progress progress(total);
     long step = 0;
     double loss_value = 0, acc = 0, train_ms = 0;
@@ -103,6 +108,7 @@ int main(int argc, char** argv) {
       for (const auto& batch : train_loader) {
         if (step >= total) break;
         const auto t0 = std::chrono::steady_clock::now();
+        reset_checkpoint_report();  // the summary shows the last step's
         {
           Tensor logits = model->forward(batch.inputs);
           Tensor loss = cross_entropy(logits, batch.targets);
@@ -132,6 +138,7 @@ int main(int argc, char** argv) {
       std::printf("peak resident: %.1f MiB unbudgeted (first step), %.1f MiB under the budget\n",
                   *dtr.unbudgeted_peak / 1048576.0, dtr_json["peak_resident_bytes"].get<double>() / 1048576.0);
     std::printf("trained %ld steps in %.1f s; test accuracy %.4f\n", step, train_seconds, test_accuracy);
+    if (checkpoint_stages) std::printf("checkpoints of the last step:\n%s", checkpoint_report().to_string().c_str());
     nlohmann::json summary = {{"model", f.model},
                               {"steps", step},
                               {"final_loss", loss_value},
@@ -139,7 +146,8 @@ int main(int argc, char** argv) {
                               {"test_accuracy", test_accuracy},
                               {"ms_per_step", step > 0 ? train_ms / static_cast<double>(step) : 0.0},
                               {"train_seconds", train_seconds},
-                              {"threads", f.threads}};
+                              {"threads", f.threads},
+                              {"checkpoint_stages", checkpoint_stages}};
     summary.update(dtr_json);
     std::printf("%s\n", summary.dump().c_str());
   } catch (const std::exception& e) {

@@ -1,5 +1,6 @@
 #include "models/resnet.h"
 
+#include "autograd/checkpoint.h"
 #include "nn/init.h"
 #include "nn/layers.h"
 #include "nn/sequential.h"
@@ -25,6 +26,14 @@ std::shared_ptr<Conv2d> conv(std::int64_t in, std::int64_t out, std::int64_t k, 
   return c;
 }
 
+// A residual stage, checkpointed when asked.  Blocks mark their convolutions as SAVE regions and
+// their element-wise work as RECOMPUTE regions; outside a checkpoint regions just run.
+Tensor run_stage(const std::shared_ptr<nn::Sequential>& stage, const Tensor& x, bool checkpointed,
+                 const std::string& name) {
+  if (!checkpointed) return stage->forward(x);
+  return checkpoint([stage](const Tensor& t) { return stage->forward(t); }, x, {.name = name});
+}
+
 // CIFAR basic block: two 3x3 convolutions; the shortcut subsamples and pads channels with zeros.
 class CifarBlock final : public Module {
  public:
@@ -36,9 +45,13 @@ class CifarBlock final : public Module {
     bn2_ = register_module("bn2", std::make_shared<BatchNorm2d>(out));
   }
   Tensor forward(const Tensor& x) override {
-    Tensor h = relu(bn1_->forward(conv1_->forward(x)));
-    h = bn2_->forward(conv2_->forward(h));
-    return relu(add(h, shortcut(x)));
+    Tensor c1 = region([this](const Tensor& t) { return conv1_->forward(t); }, "conv")(x);
+    Tensor h = region([this](const Tensor& t) { return relu(bn1_->forward(t)); }, "bn_relu", true)(c1);
+    Tensor c2 = region([this](const Tensor& t) { return conv2_->forward(t); }, "conv")(h);
+    auto tail = [this](const std::vector<Tensor>& in) {
+      return std::vector<Tensor>{relu(add(bn2_->forward(in[0]), shortcut(in[1])))};
+    };
+    return region(tail, "bn_add_relu", true)({c2, x})[0];
   }
 
  private:
@@ -58,7 +71,7 @@ class CifarBlock final : public Module {
 
 class CifarResNet final : public Module {
  public:
-  CifarResNet(int depth, ResNetOptions o) : Module("CifarResNet") {
+  CifarResNet(int depth, ResNetOptions o) : Module("CifarResNet"), checkpoint_stages_(o.checkpoint_stages) {
     REMAT_CHECK(depth >= 8 && (depth - 2) % 6 == 0,
                 "cifar_resnet: depth must be 6n + 2 (20, 32, 44, 56, 110, 1202), got {}", depth);
     REMAT_CHECK(o.in_channels > 0 && o.num_classes > 0,
@@ -81,7 +94,8 @@ class CifarResNet final : public Module {
   Tensor forward(const Tensor& x) override {
     REMAT_CHECK(x.dim() == 4, "CifarResNet: expected input [N, C, H, W], got shape {}", x.shape());
     Tensor h = relu(bn_->forward(stem_->forward(x)));
-    for (auto& s : stages_) h = s->forward(h);
+    for (std::size_t i = 0; i < stages_.size(); ++i)
+      h = run_stage(stages_[i], h, checkpoint_stages_, "layer" + std::to_string(i + 1));
     h = mean(h, {2, 3});  // global average pooling
     return fc_->forward(h);
   }
@@ -91,6 +105,7 @@ class CifarResNet final : public Module {
   std::shared_ptr<BatchNorm2d> bn_;
   std::vector<std::shared_ptr<nn::Sequential>> stages_;
   std::shared_ptr<nn::Linear> fc_;
+  bool checkpoint_stages_;
 };
 
 // ImageNet blocks: basic (two 3x3) or bottleneck (1x1, 3x3, 1x1 with 4x expansion); projection
@@ -119,13 +134,19 @@ class ImageNetBlock final : public Module {
     }
   }
   Tensor forward(const Tensor& x) override {
+    const std::size_t last = layers_.size() - 1;
     Tensor h = x;
-    for (std::size_t i = 0; i < layers_.size(); ++i) {
-      h = norms_[i]->forward(layers_[i]->forward(h));
-      if (i + 1 < layers_.size()) h = relu(h);
+    for (std::size_t i = 0; i < last; ++i) {
+      h = region([this, i](const Tensor& t) { return layers_[i]->forward(t); }, "conv")(h);
+      h = region([this, i](const Tensor& t) { return relu(norms_[i]->forward(t)); }, "bn_relu", true)(h);
     }
-    Tensor s = down_conv_ ? down_bn_->forward(down_conv_->forward(x)) : x;
-    return relu(add(h, s));
+    h = region([this, last](const Tensor& t) { return layers_[last]->forward(t); }, "conv")(h);
+    Tensor s = down_conv_ ? region([this](const Tensor& t) { return down_conv_->forward(t); }, "conv")(x) : x;
+    auto tail = [this, last](const std::vector<Tensor>& in) {
+      Tensor shortcut = down_bn_ ? down_bn_->forward(in[1]) : in[1];
+      return std::vector<Tensor>{relu(add(norms_[last]->forward(in[0]), shortcut))};
+    };
+    return region(tail, "bn_add_relu", true)({h, s})[0];
   }
 
  private:
@@ -137,7 +158,7 @@ class ImageNetBlock final : public Module {
 
 class ImageNetResNet final : public Module {
  public:
-  ImageNetResNet(int depth, ResNetOptions o) : Module("ResNet") {
+  ImageNetResNet(int depth, ResNetOptions o) : Module("ResNet"), checkpoint_stages_(o.checkpoint_stages) {
     std::vector<int> blocks;
     bool bottleneck = false;
     if (depth == 18) blocks = {2, 2, 2, 2};
@@ -164,7 +185,8 @@ class ImageNetResNet final : public Module {
   Tensor forward(const Tensor& x) override {
     REMAT_CHECK(x.dim() == 4, "ResNet: expected input [N, C, H, W], got shape {}", x.shape());
     Tensor h = pool_->forward(relu(bn_->forward(stem_->forward(x))));
-    for (auto& s : stages_) h = s->forward(h);
+    for (std::size_t i = 0; i < stages_.size(); ++i)
+      h = run_stage(stages_[i], h, checkpoint_stages_, "layer" + std::to_string(i + 1));
     return fc_->forward(mean(h, {2, 3}));
   }
 
@@ -174,6 +196,7 @@ class ImageNetResNet final : public Module {
   std::shared_ptr<nn::MaxPool2d> pool_;
   std::vector<std::shared_ptr<nn::Sequential>> stages_;
   std::shared_ptr<nn::Linear> fc_;
+  bool checkpoint_stages_;
 };
 
 }  // namespace

@@ -1,7 +1,7 @@
 // ResNets: the CIFAR-style ResNet-N of He et al. (N = 6n + 2: 20, 32, 44, 56, 110, 1202; three
 // stages of 16/32/64 channels, identity shortcuts with zero-padded channels, "option A") and the
 // ImageNet-style ResNet-18/34/50 (7x7 stem, max pooling, basic or bottleneck blocks, projection
-// shortcuts).  Input channels and class count are options.
+// shortcuts).  Input channels, class count and checkpointed stages are options.
 // Usage: auto net = models::resnet("resnet20", {.in_channels = 1, .num_classes = 10});
 #pragma once
 #include <memory>
@@ -14,6 +14,9 @@ namespace remat::models {
 struct ResNetOptions {
   std::int64_t in_channels = 3;
   std::int64_t num_classes = 10;
+  // Checkpoint each stage: convolutions are SAVE regions, batch norm, ReLU and the residual
+  // add are recomputed before the stage's backward (autograd/checkpoint.h).
+  bool checkpoint_stages = false;
 };
 
 // CIFAR-style ResNet of the given depth (6n + 2).

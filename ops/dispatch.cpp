@@ -1,11 +1,14 @@
 // The one dispatch path (DESIGN.md section 4): pin inputs, infer outputs, allocate them in the
 // pool, run the device kernel on raw resident buffers, register the record, unpin, and record
-// an autograd node.
+// an autograd node.  Inside a checkpoint it also reports each call to the checkpoint machinery
+// (autograd/checkpoint_hooks.h), which counts calls and fills the saved tensors a replay makes.
 #include <chrono>
 #include <cstring>
 
+#include "autograd/checkpoint_hooks.h"
 #include "autograd/grad_mode.h"
 #include "autograd/meta.h"
+#include "autograd/placeholder.h"
 #include "dtr/pool.h"
 #include "ops/op.h"
 
@@ -37,6 +40,14 @@ void Op::execute(std::span<const KernelArg> inputs, std::span<const KernelArg> o
 namespace {
 
 Cell& cell_of(const Tensor& t) { return static_cast<Cell&>(*t.storage()); }
+
+// The cell a kernel reads input i from; a placeholder (a checkpoint replay's skipped value)
+// has none.
+Cell& kernel_cell(std::string_view op, std::size_t i, const Tensor& t) {
+  auto* cell = dynamic_cast<Cell*>(t.storage().get());
+  if (!cell) detail::throw_placeholder_input(op, i, t);
+  return *cell;
+}
 
 Tensor wrap(TensorMeta meta, std::shared_ptr<Storage> storage) {
   auto impl = std::make_shared<TensorImpl>();
@@ -97,6 +108,7 @@ std::vector<Tensor> call(std::shared_ptr<const Op> op, std::vector<Tensor> input
 
   std::vector<Tensor> outputs;
   outputs.reserve(out_metas.size());
+  double seconds = 0;
   if (op->is_view()) {
     outputs.push_back(wrap(std::move(out_metas.at(0)), inputs.at(0).storage()));
   } else {
@@ -105,7 +117,7 @@ std::vector<Tensor> call(std::shared_ptr<const Op> op, std::vector<Tensor> input
     PinGuard pins{pool, {}};
     std::vector<KernelArg> in_args(inputs.size()), out_args(out_metas.size());
     for (std::size_t i = 0; i < inputs.size(); ++i) {
-      Cell& c = cell_of(inputs[i]);
+      Cell& c = kernel_cell(op->name(), i, inputs[i]);
       pool.pin(c, op->name());
       pins.cells.push_back(&c);
       in_args[i] = {&in_metas[i], c.buffer()};
@@ -116,14 +128,16 @@ std::vector<Tensor> call(std::shared_ptr<const Op> op, std::vector<Tensor> input
       out_cells.push_back(pool.new_output(out_metas[i].nbytes(), op->name()));
       out_args[i] = {&out_metas[i], out_cells.back()->buffer()};
     }
+    if (detail::checkpoint_active()) detail::on_kernel_inputs(inputs);
     const auto t0 = std::chrono::steady_clock::now();
     op->execute(in_args, out_args);
     const auto t1 = std::chrono::steady_clock::now();
+    seconds = std::chrono::duration<double>(t1 - t0).count();
 
     auto record = std::make_shared<Record>();
     record->producer = op;
     record->id = pool.next_record_id();
-    record->seconds = std::chrono::duration<double>(t1 - t0).count();
+    record->seconds = seconds;
     record->flops = op->flops(in_metas, out_metas);
     for (const auto& m : in_metas) record->bytes += static_cast<double>(m.nbytes());
     for (const auto& m : out_metas) record->bytes += static_cast<double>(m.nbytes());
@@ -137,6 +151,7 @@ std::vector<Tensor> call(std::shared_ptr<const Op> op, std::vector<Tensor> input
     for (std::size_t i = 0; i < out_metas.size(); ++i)
       outputs.push_back(wrap(out_metas[i], pool.handle(out_cells[i])));
   }
+  if (detail::checkpoint_active()) detail::on_op_outputs(outputs, op->is_view(), seconds);
   record_autograd(op, inputs, std::move(in_metas), outputs);
   return outputs;
 }
@@ -159,9 +174,12 @@ void call_inplace(std::shared_ptr<const Op> op, const Tensor& self, std::vector<
     in_metas.push_back(others[i].meta());
   }
   op->infer(in_metas);  // validates shapes and dtypes; the output is self's own view
+  Cell& target = kernel_cell(op->name(), 0, self);
+  for (std::size_t i = 0; i < others.size(); ++i) kernel_cell(op->name(), i + 1, others[i]);
+  // A checkpoint's replay does not repeat the forward's side effects.
+  if (detail::checkpoint_active() && detail::skip_inplace(self)) return;
 
   Pool& pool = Pool::of(self.device());
-  Cell& target = cell_of(self);
   PinGuard pins{pool, {}};
   for (const auto& t : others) {
     Cell& c = cell_of(t);
@@ -205,7 +223,9 @@ Tensor constant_from_bytes(const void* data, TensorMeta meta) {
   if (meta.nbytes() > 0) std::memcpy(cell->buffer(), data, meta.nbytes());
   meta.strides = contiguous_strides(meta.shape);
   meta.offset = 0;
-  return wrap(std::move(meta), pool.handle(cell));
+  Tensor t = wrap(std::move(meta), pool.handle(cell));
+  if (detail::checkpoint_active()) detail::on_op_outputs(std::span<const Tensor>(&t, 1), false, 0);
+  return t;
 }
 
 }  // namespace remat

@@ -1,5 +1,5 @@
 // The training examples end to end: train_resnet gives the same final loss under a tight budget
-// as without one, and a short run on a Fashion-MNIST subset learns well above chance.  The
+// and with checkpointed stages as without either, and a short run on a Fashion-MNIST subset learns well above chance.  The
 // programs run as a user would run them; their last output line is the JSON summary.
 #include <cstdio>
 #include <filesystem>
@@ -47,6 +47,24 @@ TEST(TrainResnet, SameFinalLossUnderATightBudget) {
   EXPECT_GT(tight["evictions"].get<long>(), 0);
   EXPECT_LE(tight["peak_resident_bytes"].get<double>(), tight["budget_bytes"].get<double>());
   EXPECT_LT(tight["peak_resident_bytes"].get<double>(), 0.35 * tight["unbudgeted_peak_bytes"].get<double>());
+}
+
+// Checkpointed stages: the same numbers as the plain run, at a lower peak, and the same again
+// under DTR with the checkpointed run's peak as the budget.
+TEST(TrainResnet, CheckpointStagesGiveTheSameLossAtALowerPeak) {
+  std::string why;
+  if (!ready(&why)) GTEST_SKIP() << why;
+  const std::string common = "train_resnet --steps 3 --batch-size 32 --train-limit 512 --test-limit 64 --seed 3";
+  const auto plain = run_example(common + " --budget none");
+  const auto ckpt = run_example(common + " --budget none --checkpoint-stages");
+  EXPECT_TRUE(ckpt["checkpoint_stages"].get<bool>());
+  EXPECT_EQ(plain["final_loss"].get<double>(), ckpt["final_loss"].get<double>());
+  EXPECT_EQ(plain["test_accuracy"].get<double>(), ckpt["test_accuracy"].get<double>());
+  EXPECT_EQ(ckpt["evictions"].get<long>(), 0);
+  EXPECT_LT(ckpt["peak_resident_bytes"].get<double>(), 0.8 * plain["peak_resident_bytes"].get<double>());
+  const auto dtr = run_example(common + fmt::format(" --budget {}", ckpt["peak_resident_bytes"].get<std::size_t>()));
+  EXPECT_EQ(plain["final_loss"].get<double>(), dtr["final_loss"].get<double>());
+  EXPECT_GT(dtr["evictions"].get<long>(), 0);
 }
 
 TEST(TrainMlp, ShortRunOnAFashionMnistSubsetLearns) {
