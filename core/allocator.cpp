@@ -1,5 +1,6 @@
 #include "core/allocator.h"
 
+#include <cstdint>
 #include <cstdlib>
 #include <map>
 #include <mutex>
@@ -11,9 +12,11 @@ namespace remat {
 namespace {
 
 // Blocks are cached by exact size (rounded to the alignment): training steps repeat their sizes,
-// so exact reuse is the common case, and no block hides more than 63 unused bytes.
+// so exact reuse is the common case, and no block hides more than 63 unused bytes.  Without
+// `backed`, the same bookkeeping runs over no memory at all (the offline simulator's pool).
 class CachingCpuAllocator final : public Allocator {
  public:
+  explicit CachingCpuAllocator(bool backed = true) : backed_(backed) {}
   ~CachingCpuAllocator() override { release_all_cached(); }
   Device device() const override { return Device::cpu(); }
 
@@ -33,6 +36,12 @@ class CachingCpuAllocator final : public Allocator {
         cached_ -= size;
         return {p, size};
       }
+    }
+    if (!backed_) {
+      // A distinct, never dereferenced address: a resident block must not look empty.
+      std::lock_guard lock(mu_);
+      fake_next_ += size;
+      return {reinterpret_cast<void*>(fake_next_), size};
     }
     void* p = std::aligned_alloc(kBufferAlignment, size);
     if (!p) {
@@ -66,10 +75,10 @@ class CachingCpuAllocator final : public Allocator {
     std::size_t released = 0;
     // Largest blocks first: fewest frees for the bytes asked.
     for (auto it = free_.rbegin(); it != free_.rend() && released < bytes; ++it) {
-      if (it->first == keep_class) continue;
+      const std::size_t keep = it->first == keep_class ? 1 : 0;
       auto& ptrs = it->second;
-      while (!ptrs.empty() && released < bytes) {
-        std::free(ptrs.back());
+      while (ptrs.size() > keep && released < bytes) {
+        if (backed_) std::free(ptrs.back());
         ptrs.pop_back();
         released += it->first;
       }
@@ -79,12 +88,18 @@ class CachingCpuAllocator final : public Allocator {
   }
 
  private:
+  const bool backed_;
+  std::uintptr_t fake_next_ = 0;
   mutable std::mutex mu_;
   std::map<std::size_t, std::vector<void*>> free_;
   std::size_t cached_ = 0;
 };
 
 }  // namespace
+
+std::unique_ptr<Allocator> make_accounting_cpu_allocator() {
+  return std::make_unique<CachingCpuAllocator>(false);
+}
 
 Allocator& allocator_for(Device device) {
   REMAT_CHECK(device.is_cpu(), "no allocator for device {} in this build", device);

@@ -4,6 +4,7 @@
 // before it evicts anything.  Usage: Block b = allocator_for(Device::cpu()).allocate(1024);
 #pragma once
 #include <cstddef>
+#include <memory>
 
 #include "core/device.h"
 
@@ -26,13 +27,18 @@ class Allocator {
   virtual std::size_t cached_bytes() const = 0;
   // Whether a cached block of this size class is ready for reuse.
   virtual bool has_cached(std::size_t size_class) const = 0;
-  // Returns cached blocks to the system, never of class `keep_class` (0: any), until at least
-  // `bytes` were released or nothing else is cached; returns the bytes released.
+  // Returns cached blocks to the system, keeping one block of class `keep_class` (0: none; the
+  // block an allocation is about to reuse), until at least `bytes` were released or nothing
+  // else is cached; returns the bytes released.
   virtual std::size_t release_cached(std::size_t bytes, std::size_t keep_class = 0) = 0;
   void release_all_cached() { release_cached(static_cast<std::size_t>(-1)); }
 };
 
 Allocator& allocator_for(Device device);
+// The CPU caching allocator's bookkeeping (size classes, cached bytes, release order) over no
+// memory: blocks carry distinct addresses that must never be dereferenced.  The offline
+// simulator runs a pool on it, so the pool sees exactly what it sees on the CPU.
+std::unique_ptr<Allocator> make_accounting_cpu_allocator();
 // Alignment of every CPU buffer; oneDNN and the vectorised kernels rely on it.
 inline constexpr std::size_t kBufferAlignment = 64;
 
