@@ -26,12 +26,14 @@ void* Cell::resident_data() {
 void Cell::mark_mutated() {
   // A write through an element accessor changes the bytes the record would recompute: readers
   // of the old value get their own copy, and this cell can no longer be recomputed.
+  if (pool_.trace()) pool_.trace()->write(*this);
   if (has_live_dependents()) pool_.copy_on_write(*this);
   pool_.make_constant(*this);
   ++version_;
 }
 
 void Cell::freeze() {
+  if (pool_.trace()) pool_.trace()->pin(*this);
   pool_.ensure_resident(*this, "freeze");
   pool_.make_constant(*this);  // the value does not change: dependents may still replay
 }

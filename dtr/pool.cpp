@@ -381,7 +381,6 @@ void Pool::banish(Cell& cell) {
   // Resident dependents can no longer be recomputed: they leave the candidates for good.
   for (const auto& w : cell.dependents_) {
     if (auto d = w.lock()) {
-      if (trace_ && !d->unreplayable_) trace_->pin(*d);
       d->unreplayable_ = true;
       remove_candidate(*d);
     }
@@ -391,7 +390,6 @@ void Pool::banish(Cell& cell) {
 
 void Pool::make_constant(Cell& cell) {
   if (!cell.record_) return;
-  if (trace_) trace_->pin(cell);
   remove_candidate(cell);
   auto& outs = cell.record_->outputs;
   if (static_cast<std::size_t>(cell.output_index_) < outs.size()) outs[cell.output_index_].reset();
@@ -400,6 +398,7 @@ void Pool::make_constant(Cell& cell) {
 }
 
 std::shared_ptr<Cell> Pool::begin_write(Cell& cell, bool overwrite, std::string_view op) {
+  if (trace_) trace_->begin_write(overwrite);
   pin(cell, op);
   if (!cell.has_live_dependents()) return nullptr;  // nothing can replay from the old value
   try {

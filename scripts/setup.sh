@@ -6,6 +6,7 @@ packages=(
   build-essential cmake ccache pkg-config
   libdnnl-dev libeigen3-dev libfmt-dev libcli11-dev nlohmann-json3-dev zlib1g-dev
   libgtest-dev libgmock-dev libbenchmark-dev
+  coinor-libcbc-dev libzip-dev gnuplot-nox
 )
 # Fashion-MNIST for the main job and the data tests (which skip, saying so, without it).
 packages+=(dataset-fashion-mnist)

@@ -6,6 +6,7 @@
 #include <map>
 
 #include <nlohmann/json.hpp>
+#include <unistd.h>
 
 namespace remat::testing {
 
@@ -46,6 +47,14 @@ namespace remat::testing {
     if (std::memcmp(&x[i], &y[i], sizeof(double)) != 0)
       return ::testing::AssertionFailure() << "element " << i << ": " << x[i] << " vs " << y[i];
   return ::testing::AssertionSuccess();
+}
+
+std::string unique_temp_path(const std::string& stem, const std::string& ext) {
+  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+  std::string test = info ? std::string(info->test_suite_name()) + "." + info->name() : "none";
+  for (char& c : test)
+    if (c == '/') c = '_';
+  return ::testing::TempDir() + stem + "_" + std::to_string(::getpid()) + "_" + test + ext;
 }
 
 ::testing::AssertionResult throws_with(const std::function<void()>& f, std::vector<std::string> fragments) {

@@ -20,6 +20,9 @@ namespace remat::testing {
 
 // Succeeds when f throws remat::Error whose message contains every fragment (op name, shapes).
 ::testing::AssertionResult throws_with(const std::function<void()>& f, std::vector<std::string> fragments);
+// A file path in the temporary directory unique to this process and the running test, so test
+// processes that ctest runs in parallel never share a file: <tmp>/<stem>_<pid>_<test><ext>.
+std::string unique_temp_path(const std::string& stem, const std::string& ext);
 
 // A case of a fixture file written by tests/fixtures/generate.py: named tensors and attributes.
 struct FixtureCase {

@@ -1,0 +1,381 @@
+// The Checkmate MIP (Jain et al. 2020) over an OpGraph.  Stage t runs node t's original call
+// last, after any recomputations of earlier nodes in program order.  Variables:
+//   R[t,k]  node k computed in stage t (R[t,t] = 1; only while one of its results is of use)
+//   S[t,v]  value v resident at the start of stage t (fixed 1 while a constant is held)
+//   FREE[t,v,k]  v freed right after computing k in stage t (continuous: R, S are integral)
+//   U[t,k]  bytes resident while k is computed in stage t: inputs and outputs at once
+// The stage-by-stage memory follows Checkmate; docs/simulator.md states the assumptions.
+#include "sim/optimal.h"
+
+#include <chrono>
+#include <cmath>
+#include <numeric>
+
+#include "core/error.h"
+#include "sim/cbc_solve.h"
+#include "sim/greedy_schedule.h"
+
+namespace remat::sim {
+namespace {
+
+using detail::kInf;
+using detail::MipModel;
+using detail::MipSolution;
+
+// A model term: a column, or a constant 0 or 1.
+struct Var {
+  int col = -1;
+  double fixed = 0;
+  bool is_col() const { return col >= 0; }
+  bool zero() const { return !is_col() && fixed == 0; }
+};
+
+// Sum of coef * var with the fixed parts folded into a constant.
+struct Linear {
+  MipModel::Terms terms;
+  double constant = 0;
+  Linear& add(double coef, Var v) {
+    if (v.is_col())
+      terms.emplace_back(v.col, coef);
+    else
+      constant += coef * v.fixed;
+    return *this;
+  }
+};
+
+class Checkmate {
+ public:
+  Checkmate(const OpGraph& g, std::size_t budget_bytes)
+      : g_(g), n_(g.nodes.size()), T_(g.stages()) {
+    std::size_t unit = 0;  // memory in units of the sizes' gcd keeps coefficients small and exact
+    for (const auto& v : g.values) unit = std::gcd(unit, v.bytes);
+    unit_ = unit ? unit : 1;
+    cap_ = static_cast<double>(budget_bytes / unit_);
+  }
+
+  // False when some call's pinned working set exceeds the budget: every schedule, the
+  // simulator's included, holds the call's inputs, its outputs and the held constants at once.
+  bool working_set_fits() const {
+    for (std::size_t t = 0; t < T_; ++t) {
+      std::vector<char> counted(g_.values.size(), 0);
+      double bytes = 0;
+      auto count = [&](std::uint32_t v) {
+        if (!counted[v]) counted[v] = 1, bytes += size(v);
+      };
+      if (t < n_) {
+        for (std::uint32_t v : g_.nodes[t].inputs) count(v);
+        bytes += mem(t);
+      } else {
+        for (std::size_t v = 0; v < g_.values.size(); ++v)
+          if (g_.values[v].output) count(static_cast<std::uint32_t>(v));
+      }
+      for (std::size_t v = 0; v < g_.values.size(); ++v) {
+        const auto& val = g_.values[v];
+        if (g_.is_constant(static_cast<std::uint32_t>(v)) &&
+            val.created <= static_cast<std::int32_t>(t) &&
+            static_cast<std::int32_t>(t) <= val.held_until)
+          count(static_cast<std::uint32_t>(v));
+      }
+      if (bytes > cap_) return false;
+    }
+    return true;
+  }
+
+  void build() {
+    make_r();
+    make_s();
+    for (std::size_t t = 0; t < T_; ++t) dependencies(t);
+    retention();
+    for (std::size_t t = 0; t < T_; ++t) memory(t);
+  }
+
+  const MipModel& model() const { return m_; }
+  void set_start(MipModel::Terms values) { m_.set_start(std::move(values)); }
+  bool trivially_infeasible() const { return violated_; }
+
+  // The integer columns of a schedule (as play_schedule takes it), or nullopt when it does
+  // something the model leaves out (a node twice in a stage, a recomputation of no use).
+  std::optional<MipModel::Terms> encode(const std::vector<std::uint32_t>& steps) const {
+    MipModel::Terms values;
+    std::vector<std::size_t> stage_of(steps.size()), first(T_ + 1, steps.size());
+    std::vector<std::vector<std::size_t>> runs(n_);  // steps computing each node
+    std::vector<std::vector<char>> done(T_, std::vector<char>(n_, 0));
+    std::size_t frontier = 0;
+    for (std::size_t i = 0; i < steps.size(); ++i) {
+      const std::size_t k = steps[i];
+      stage_of[i] = frontier;
+      first[frontier] = std::min(first[frontier], i);
+      if (done[frontier][k]) return std::nullopt;
+      done[frontier][k] = 1;
+      const Var r = R_[frontier][k];
+      if (r.zero()) return std::nullopt;
+      if (r.is_col()) values.emplace_back(r.col, 1);
+      runs[k].push_back(i);
+      if (k == frontier) ++frontier;
+    }
+    for (std::size_t t = T_; t-- > 0;) first[t] = std::min(first[t], first[t + 1]);
+    std::vector<std::vector<std::size_t>> reads(g_.values.size());
+    for (std::size_t i = 0; i < steps.size(); ++i)
+      for (std::uint32_t v : g_.nodes[steps[i]].inputs) reads[v].push_back(i);
+    for (std::size_t v = 0; v < g_.values.size(); ++v) {
+      const std::int32_t p = g_.values[v].producer;
+      for (std::size_t t = 0; t < T_; ++t) {
+        if (!S_[t][v].is_col()) continue;
+        const std::size_t from = first[t];
+        std::size_t until = steps.size();  // the next computation of its producer
+        bool kept;
+        if (p == OpGraph::kNone) {
+          kept = !reads[v].empty() && reads[v].back() >= from;
+        } else {
+          const auto& r = runs[static_cast<std::size_t>(p)];
+          auto next = std::lower_bound(r.begin(), r.end(), from);
+          if (next == r.begin()) continue;  // not computed before the stage
+          if (next != r.end()) until = *next;
+          auto read = std::lower_bound(reads[v].begin(), reads[v].end(), from);
+          kept = (read != reads[v].end() && *read < until) ||
+                 (g_.values[v].output && until == steps.size());
+        }
+        if (kept) values.emplace_back(S_[t][v].col, 1);
+      }
+    }
+    return values;
+  }
+
+  std::vector<std::uint32_t> decode(const std::vector<double>& x) const {
+    std::vector<std::uint32_t> steps;
+    for (std::size_t t = 0; t < T_; ++t)
+      for (std::size_t k = 0; k < n_; ++k) {
+        const Var r = R_[t][k];
+        if ((r.is_col() && x[r.col] > 0.5) || (!r.is_col() && r.fixed == 1))
+          steps.push_back(static_cast<std::uint32_t>(k));
+      }
+    return steps;
+  }
+
+ private:
+  double size(std::uint32_t v) const { return static_cast<double>(g_.values[v].bytes / unit_); }
+  double mem(std::size_t k) const { return static_cast<double>(g_.nodes[k].bytes / unit_); }
+  static Var one() { return {-1, 1}; }
+  Var binary(double obj) { return {m_.add_col(0, 1, obj, true), 0}; }
+
+  void make_r() {
+    R_.assign(T_, std::vector<Var>(n_));
+    for (std::size_t k = 0; k < n_; ++k) {
+      R_[k][k] = one();
+      std::int32_t live = OpGraph::kNone;  // recomputing k is of use while a result of it is
+      for (std::uint32_t w : g_.nodes[k].outputs) live = std::max(live, g_.values[w].live_until);
+      for (std::size_t t = k + 1; t < T_ && static_cast<std::int32_t>(t) <= live; ++t)
+        R_[t][k] = binary(g_.nodes[k].cost);
+    }
+  }
+
+  // S[t] for t in 0..T; S[T] says what must be resident when the run ends.
+  void make_s() {
+    S_.assign(T_ + 1, std::vector<Var>(g_.values.size()));
+    for (std::size_t v = 0; v < g_.values.size(); ++v) {
+      const auto& val = g_.values[v];
+      const bool constant = val.producer == OpGraph::kNone;
+      const std::int32_t from = constant ? val.created : val.producer + 1;
+      for (std::int32_t t = from; t < static_cast<std::int32_t>(T_); ++t) {
+        if (constant && t <= val.held_until)
+          S_[t][v] = one();
+        else if (t <= val.live_until)
+          S_[t][v] = binary(0);
+      }
+      if (val.output) S_[T_][v] = one();
+    }
+  }
+
+  void row_le(const Linear& l, double rhs) {
+    if (l.terms.empty()) {
+      if (l.constant > rhs + 1e-9) violated_ = true;
+      return;
+    }
+    m_.add_row(l.terms, -kInf, rhs - l.constant);
+  }
+
+  // A node computed in stage t finds each input computed earlier in the stage or resident.
+  void dependencies(std::size_t t) {
+    for (std::size_t k = 0; k < n_; ++k) {
+      if (R_[t][k].zero()) continue;
+      for (std::uint32_t v : g_.nodes[k].inputs) {
+        Linear l;
+        l.add(1, R_[t][k]).add(-1, S_[t][v]);
+        if (!g_.is_constant(v)) l.add(-1, R_[t][static_cast<std::size_t>(g_.values[v].producer)]);
+        row_le(l, 0);
+      }
+    }
+  }
+
+  // Resident at the start of stage t+1 only if computed or resident in stage t; a constant,
+  // once freed, is gone.
+  void retention() {
+    for (std::size_t v = 0; v < g_.values.size(); ++v) {
+      const auto& val = g_.values[v];
+      for (std::size_t t = 0; t < T_; ++t) {
+        const Var next = S_[t + 1][v];
+        if (next.zero()) continue;
+        if (g_.is_constant(static_cast<std::uint32_t>(v))) {
+          if (static_cast<std::int32_t>(t) < val.created || !S_[t][v].is_col()) continue;
+          Linear l;
+          row_le(l.add(1, next).add(-1, S_[t][v]), 0);
+        } else {
+          if (static_cast<std::int32_t>(t) <= val.producer) continue;
+          Linear l;
+          row_le(l.add(1, next)
+                     .add(-1, S_[t][v])
+                     .add(-1, R_[t][static_cast<std::size_t>(val.producer)]),
+                 0);
+        }
+      }
+    }
+  }
+
+  // U after each computation of stage t, in program order; a value is freed after its last
+  // reader computed in the stage when it is not kept for the next stage.
+  void memory(std::size_t t) {
+    std::vector<std::size_t> positions;
+    for (std::size_t k = 0; k < n_; ++k)
+      if (!R_[t][k].zero()) positions.push_back(k);
+    if (positions.empty()) return;
+    std::vector<MipModel::Terms> freed(n_);  // FREE columns, by the node after which they free
+    for (std::size_t v = 0; v < g_.values.size(); ++v)
+      frees(t, static_cast<std::uint32_t>(v), freed);
+
+    int prev = -1;
+    for (std::size_t i = 0; i < positions.size(); ++i) {
+      const std::size_t k = positions[i];
+      const int u = m_.add_col(0, cap_, 0, false);
+      Linear l;  // U[t,k] >= what was there + outputs of k  (- frees after the previous one)
+      l.add(1, {u, 0}).add(-mem(k), R_[t][k]);
+      if (prev < 0) {
+        for (std::size_t v = 0; v < g_.values.size(); ++v)
+          l.add(-size(static_cast<std::uint32_t>(v)), S_[t][v]);
+      } else {
+        l.add(-1, {prev, 0});
+        for (const auto& [col, coef] : freed[positions[i - 1]]) l.add(coef, {col, 0});
+      }
+      m_.add_row(l.terms, -l.constant, kInf);
+      prev = u;
+    }
+  }
+
+  void frees(std::size_t t, std::uint32_t v, std::vector<MipModel::Terms>& freed) {
+    const auto& val = g_.values[v];
+    const Var keep = S_[t + 1][v];
+    if (!keep.is_col() && keep.fixed == 1) return;
+    const bool constant = g_.is_constant(v);
+    if (constant && static_cast<std::int32_t>(t) <= val.held_until) return;
+    const Var producer = constant ? Var{} : R_[t][static_cast<std::size_t>(val.producer)];
+    if (S_[t][v].zero() && producer.zero()) return;  // not in this stage
+    std::vector<std::size_t> at;
+    if (!producer.zero()) at.push_back(static_cast<std::size_t>(val.producer));
+    for (std::uint32_t j : val.readers)
+      if (!R_[t][j].zero()) at.push_back(j);
+    for (std::size_t a = 0; a < at.size(); ++a) {
+      const std::size_t k = at[a];
+      bool possible = true;
+      for (std::size_t b = a + 1; b < at.size(); ++b) possible &= R_[t][at[b]].is_col();
+      if (!possible) continue;  // a later reader always runs in this stage
+      const int f = m_.add_col(0, 1, 0, false);
+      if (R_[t][k].is_col()) m_.add_row({{f, 1}, {R_[t][k].col, -1}}, -kInf, 0);
+      if (keep.is_col()) m_.add_row({{f, 1}, {keep.col, 1}}, -kInf, 1);
+      for (std::size_t b = a + 1; b < at.size(); ++b)
+        m_.add_row({{f, 1}, {R_[t][at[b]].col, 1}}, -kInf, 1);
+      freed[k].emplace_back(f, size(v));
+    }
+  }
+
+  const OpGraph& g_;
+  std::size_t n_, T_;
+  std::size_t unit_ = 1;
+  double cap_ = 0;
+  MipModel m_;
+  std::vector<std::vector<Var>> R_, S_;
+  bool violated_ = false;
+};
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+}  // namespace
+
+OptimalSchedule optimal_schedule(const OpGraph& graph, std::size_t budget_bytes,
+                                 double time_limit_seconds) {
+  const auto t0 = std::chrono::steady_clock::now();
+  OptimalSchedule out{{OptimalResult::Status::TooLarge}, {}};
+  auto done = [&](OptimalResult::Status status) {
+    out.result.status = status;
+    out.result.seconds = seconds_since(t0);
+    return out;
+  };
+  if (graph.nodes.size() > kMaxOptimalCalls) return done(OptimalResult::Status::TooLarge);
+  Checkmate cm(graph, budget_bytes);
+  if (!cm.working_set_fits()) return done(OptimalResult::Status::Infeasible);
+  cm.build();
+  if (cm.trivially_infeasible()) return done(OptimalResult::Status::Infeasible);
+  const double baseline = graph.baseline_compute();
+  if (cm.model().cols().empty()) {  // no call to place: nothing to choose
+    out.result.compute = out.result.lower_bound = baseline;
+    for (std::uint32_t k = 0; k < graph.nodes.size(); ++k) out.steps.push_back(k);
+    return done(OptimalResult::Status::Optimal);
+  }
+  // CBC starts from the cheapest quick schedule that fits.
+  std::optional<std::vector<std::uint32_t>> start;
+  double start_cost = kInf;
+  auto consider = [&](std::optional<std::vector<std::uint32_t>> steps) {
+    if (!steps) return;
+    const ScheduleCost c = play_schedule(graph, *steps);
+    if (c.peak_bytes <= budget_bytes && c.compute < start_cost)
+      start = std::move(steps), start_cost = c.compute;
+  };
+  consider(chen_schedule(graph, budget_bytes));
+  consider(greedy_schedule(graph, budget_bytes, GreedyRule::CheapestPerByte));
+  consider(greedy_schedule(graph, budget_bytes, GreedyRule::FurthestUse));
+  if (start)
+    if (auto values = cm.encode(*start)) cm.set_start(std::move(*values));
+  const double remaining = std::max(0.0, time_limit_seconds - seconds_since(t0));
+  const MipSolution s = detail::solve_with_cbc(cm.model(), remaining);
+  // The columns cover recomputations only: every call's first run is the baseline.
+  switch (s.status) {
+    case MipSolution::Status::Infeasible:
+      REMAT_CHECK(
+          !start,
+          "optimal_compute: CBC finds no schedule within {} bytes, yet one of compute {} fits: "
+          "the model is wrong",
+          budget_bytes, start_cost);
+      return done(OptimalResult::Status::Infeasible);
+    case MipSolution::Status::Optimal:
+      out.result.status = OptimalResult::Status::Optimal;
+      break;
+    case MipSolution::Status::TimeLimit:
+      out.result.status = OptimalResult::Status::TimeLimit;
+      break;
+  }
+  out.result.compute = s.objective + baseline;
+  out.result.lower_bound = std::max(s.bound, 0.0) + baseline;
+  if (!s.x.empty()) out.steps = cm.decode(s.x);
+  if (start && start_cost < out.result.compute - 1e-9) {  // CBC did not get past its start
+    out.result.compute = start_cost;
+    out.result.lower_bound = std::min(out.result.lower_bound, start_cost);
+    out.steps = std::move(*start);
+  }
+  return done(out.result.status);
+}
+
+OptimalResult optimal_compute(const Program& program, std::size_t budget_bytes, CostModel cost,
+                              double time_limit_seconds) {
+  const auto t0 = std::chrono::steady_clock::now();
+  std::size_t calls = 0;
+  for (const Event& e : program.events)
+    calls +=
+        e.kind == EventKind::Call || e.kind == EventKind::Mutate || e.kind == EventKind::Access;
+  if (calls > kMaxOptimalCalls) return {OptimalResult::Status::TooLarge, 0, 0, seconds_since(t0)};
+  OptimalResult r =
+      optimal_schedule(build_op_graph(program, cost), budget_bytes, time_limit_seconds).result;
+  r.seconds = seconds_since(t0);
+  return r;
+}
+
+}  // namespace remat::sim

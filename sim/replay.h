@@ -1,0 +1,43 @@
+// The simulator engine: replays a Program on a real remat::Pool (same budget logic,
+// heuristics, policies and rematerialization) whose allocator holds no memory and whose
+// producers run no kernel, only account the recorded cost.  Each event makes the pool calls the
+// framework's dispatch path makes, in the same order, so a trace replays its run exactly.
+// Usage: ReplayResult r = replay(program, {.budget = 64 << 20, .cost = CostModel::Unit});
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "dtr/config.h"
+#include "sim/program.h"
+
+namespace remat::sim {
+
+struct ReplayOptions {
+  std::optional<std::size_t> budget;  // unlimited when empty
+  Heuristic heuristic = Heuristic::DtrEq;
+  DeallocPolicy policy = DeallocPolicy::EagerEvict;
+  CostModel cost = CostModel::Time;
+  std::uint64_t seed = 0;
+  std::size_t sample = 0;  // DtrConfig::sample
+  // The run stops as thrashing once its compute (original plus recomputation) exceeds this.
+  std::optional<double> compute_limit;
+};
+
+enum class ReplayStatus : std::uint8_t { Ok, Thrash, Infeasible };
+std::string_view status_name(ReplayStatus s);  // ok, thrash, infeasible
+
+struct ReplayResult {
+  ReplayStatus status = ReplayStatus::Ok;
+  double compute = 0;    // original plus recomputation, in units of the cost model
+  double recompute = 0;  // the recomputation part
+  std::size_t peak_bytes = 0;  // resident bytes
+  std::uint64_t calls = 0, executions = 0, evictions = 0, rematerializations = 0, metadata_accesses = 0;
+  std::string message;  // why an infeasible run stopped
+};
+
+// Throws remat::Error naming the input and line when an event cannot be replayed (not for
+// OutOfBudget or thrashing, which are statuses).
+ReplayResult replay(const Program& program, const ReplayOptions& options);
+
+}  // namespace remat::sim

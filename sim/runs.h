@@ -1,0 +1,38 @@
+// One simulator run as dtr_sim reports it: a replay under a heuristic, policy and budget, set
+// against the program's baseline (its unbudgeted replay under the same policy and cost model),
+// with the thrash limit applied.  Usage: auto base = baseline(p, opts); auto row = run(p, base, opts, b);
+#pragma once
+#include <optional>
+#include <string>
+
+#include "dtr/config.h"
+#include "sim/replay.h"
+
+namespace remat::sim {
+
+struct Baseline {
+  double compute = 0;
+  std::size_t peak_bytes = 0;
+};
+
+struct RunOptions {
+  Heuristic heuristic = Heuristic::DtrEq;
+  DeallocPolicy policy = DeallocPolicy::EagerEvict;
+  CostModel cost = CostModel::Time;
+  std::uint64_t seed = 0;
+  std::size_t sample = 0;
+  double thrash_limit = 2;  // <= 0: no limit
+};
+
+struct RunRow {
+  std::optional<double> budget_fraction;  // of the baseline's peak; none when unbudgeted
+  std::optional<std::size_t> budget_bytes;
+  ReplayResult result;
+  std::optional<double> overhead;  // compute / baseline compute; only for status ok
+};
+
+// Throws remat::Error when the cost model has nothing to count (a log without FLOPS or BYTES).
+Baseline baseline(const Program& program, const RunOptions& options);
+RunRow run(const Program& program, const Baseline& base, const RunOptions& options, const BudgetSpec& budget);
+
+}  // namespace remat::sim
