@@ -3,18 +3,25 @@
 #include "core/error.h"
 
 namespace remat::sim {
+namespace {
 
-Baseline baseline(const Program& program, const RunOptions& o) {
-  REMAT_CHECK(o.cost == CostModel::Time || o.cost == CostModel::Unit || total_cost(program, o.cost) > 0,
-              "{}: the {} cost model needs {} fields, which this input does not have", program.source,
-              cost_model_name(o.cost), o.cost == CostModel::Flops ? "FLOPS" : "BYTES");
+ReplayOptions replay_options(const RunOptions& o) {
   ReplayOptions r;
   r.heuristic = o.heuristic;
   r.policy = o.policy;
   r.cost = o.cost;
   r.seed = o.seed;
   r.sample = o.sample;
-  const ReplayResult res = replay(program, r);
+  return r;
+}
+
+}  // namespace
+
+Baseline baseline(const Program& program, const RunOptions& o) {
+  REMAT_CHECK(o.cost == CostModel::Time || o.cost == CostModel::Unit || total_cost(program, o.cost) > 0,
+              "{}: the {} cost model needs {} fields, which this input does not have", program.source,
+              cost_model_name(o.cost), o.cost == CostModel::Flops ? "FLOPS" : "BYTES");
+  const ReplayResult res = replay(program, replay_options(o));
   REMAT_CHECK(res.status == ReplayStatus::Ok, "{}: the unbudgeted replay did not finish", program.source);
   REMAT_CHECK(res.compute > 0, "{}: the program computes nothing under the {} cost model", program.source,
               cost_model_name(o.cost));
@@ -27,13 +34,8 @@ RunRow run(const Program& program, const Baseline& base, const RunOptions& o, co
   if (row.budget_bytes && base.peak_bytes > 0)
     row.budget_fraction = budget.fraction ? *budget.fraction
                                           : static_cast<double>(*row.budget_bytes) / static_cast<double>(base.peak_bytes);
-  ReplayOptions r;
+  ReplayOptions r = replay_options(o);
   r.budget = row.budget_bytes;
-  r.heuristic = o.heuristic;
-  r.policy = o.policy;
-  r.cost = o.cost;
-  r.seed = o.seed;
-  r.sample = o.sample;
   if (o.thrash_limit > 0) r.compute_limit = o.thrash_limit * base.compute;
   row.result = replay(program, r);
   if (row.result.status == ReplayStatus::Ok) row.overhead = row.result.compute / base.compute;
