@@ -132,7 +132,7 @@ Cell* Pool::choose_victim() {
   const std::size_t n = candidates_.size();
   if (n == 0) return nullptr;
   std::size_t k = config_.sample;
-  if (k == 0) k = std::max<std::size_t>(64, static_cast<std::size_t>(std::ceil(2 * std::sqrt(static_cast<double>(n)))));
+  if (k == 0) k = std::max<std::size_t>(256, static_cast<std::size_t>(std::ceil(2 * std::sqrt(static_cast<double>(n)))));
   Cell* best = nullptr;
   double best_score = 0;
   auto consider = [&](Cell* c) {
