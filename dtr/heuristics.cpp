@@ -1,6 +1,7 @@
 #include "dtr/heuristics.h"
 
 #include <algorithm>
+#include <cmath>
 #include <vector>
 
 #include "dtr/pool.h"
@@ -55,7 +56,7 @@ void Heuristics::evicted_closure(Cell& start, CostModel model, bool ancestors, b
   if (descendants)
     for (const auto& wd : start.dependents())
       if (auto d = wd.lock()) visit(*d, false);
-  while (!stack.empty()) {
+  while (!stack.empty() && !w.over()) {
     auto [c, up] = stack.back();
     stack.pop_back();
     if (up) {
@@ -67,7 +68,7 @@ void Heuristics::evicted_closure(Cell& start, CostModel model, bool ancestors, b
   }
 }
 
-double Heuristics::score(Pool& pool, Cell& cell) {
+double Heuristics::score(Pool& pool, Cell& cell, double bound) {
   const DtrConfig& cfg = pool.config_;
   const double s = static_cast<double>(std::max<std::uint64_t>(1, pool.now() - cell.last_access()));
   const double m = static_cast<double>(std::max<std::size_t>(1, cell.nbytes()));
@@ -85,9 +86,18 @@ double Heuristics::score(Pool& pool, Cell& cell) {
     case Heuristic::Dtr: case Heuristic::Msps: case Heuristic::EStar: {
       NeighbourhoodWalk w{next_stamp()};
       cell.mark_ = w.stamp;
+      if (bound < std::numeric_limits<double>::infinity()) {
+        // With a relative margin, so rounding never stops a walk whose score would tie the
+        // bound (ties go to the lower cell id, and msps scores tie often).
+        const double slack = 1e-9 * std::abs(bound);
+        if (cfg.heuristic == Heuristic::Dtr) w.max_cost = (bound + slack) * m * s - c0;
+        if (cfg.heuristic == Heuristic::Msps) w.max_cost = (bound + slack) * m - c0;
+        if (cfg.heuristic == Heuristic::EStar) w.max_count = bound + slack - 0.5 / s;
+      }
       const bool up_only = cfg.heuristic == Heuristic::Msps;
       evicted_closure(cell, cfg.cost, true, !up_only, w);
       pool.total_.metadata_accesses += w.accesses;
+      if (w.over()) return std::numeric_limits<double>::infinity();  // cannot beat the best
       if (cfg.heuristic == Heuristic::Dtr) return (c0 + w.cost) / (m * s);
       if (cfg.heuristic == Heuristic::Msps) return (c0 + w.cost) / m;
       // |e*|, ties broken towards the stalest cell.

@@ -3,6 +3,7 @@
 // classes of evicted cells that dtr-eq uses to approximate e*.
 #pragma once
 #include <cstdint>
+#include <limits>
 
 #include "dtr/cell.h"
 
@@ -13,11 +14,19 @@ struct NeighbourhoodWalk {
   double cost = 0;
   std::size_t count = 0;
   std::uint64_t accesses = 0;
+  // The walk stops once cost (or count) passes these: the candidate already scores above the
+  // best one seen, so the rest of its neighbourhood cannot change the choice.
+  double max_cost = std::numeric_limits<double>::infinity();
+  double max_count = std::numeric_limits<double>::infinity();
+  bool over() const { return cost > max_cost || static_cast<double>(count) > max_count; }
 };
 
 struct Heuristics {
-  // Score of a resident candidate under the pool's configured heuristic and cost model.
-  static double score(Pool& pool, Cell& cell);
+  // Score of a resident candidate under the pool's configured heuristic and cost model.  With a
+  // `bound`, a score known to exceed it may be returned early (any value above the bound): the
+  // exact heuristics stop walking e* there, which leaves the victim chosen unchanged.
+  static double score(Pool& pool, Cell& cell,
+                      double bound = std::numeric_limits<double>::infinity());
   // dtr-eq bookkeeping: an eviction merges the cell with its evicted neighbours' classes; a
   // rematerialization subtracts its cost from its class (the constant-time split of the paper).
   static void on_evicted(Pool& pool, Cell& cell);

@@ -137,7 +137,7 @@ Cell* Pool::choose_victim() {
   double best_score = 0;
   auto consider = [&](Cell* c) {
     if (c->pins_ > 0) return;
-    const double s = Heuristics::score(*this, *c);
+    const double s = Heuristics::score(*this, *c, best ? best_score : std::numeric_limits<double>::infinity());
     if (!best || s < best_score || (s == best_score && c->id_ < best->id_)) best = c, best_score = s;
   };
   if (k >= n) {
