@@ -63,7 +63,7 @@ void recompute_needs_tensor(const Tensor& t) {
 }
 
 bool is_placeholder(const Tensor& t) {
-  return t.defined() && dynamic_cast<const detail::PlaceholderStorage*>(t.storage().get());
+  return t.defined() && t.storage()->is_placeholder();
 }
 
 bool is_recomputing() {

@@ -17,6 +17,7 @@ class PlaceholderStorage final : public Storage {
   Device device() const override { return device_; }
   std::size_t nbytes() const override { return nbytes_; }
   void* resident_data() override;
+  bool is_placeholder() const override { return true; }
   const std::string& what() const { return what_; }
 
  private:

@@ -24,6 +24,9 @@ class Storage {
   virtual void freeze() {}
   // Counts in-place writes, so autograd can tell that a saved tensor was modified.
   virtual std::uint64_t version() const { return 0; }
+  // True only for a checkpoint replay's placeholder: metadata without data.  Every other
+  // storage is a pool cell, so the dispatch path checks this instead of a dynamic_cast.
+  virtual bool is_placeholder() const { return false; }
 };
 
 }  // namespace remat

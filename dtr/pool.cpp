@@ -240,7 +240,9 @@ void Pool::record_call(const std::shared_ptr<Record>& record,
   ++total_.executions;
   total_.compute_seconds += record->seconds;
   // A producer that knows its cost (the offline simulator's) sets time_cost itself.
-  if (record->time_cost == 0) record->time_cost = kernel_times_.observe(*record, record->seconds);
+  // Only the time cost model reads the estimate: other models skip the hash and lookup.
+  if (record->time_cost == 0 && config_.cost == CostModel::Time)
+    record->time_cost = kernel_times_.observe(*record, record->seconds);
   if (trace_) trace_->call(*record, outputs);
 }
 
@@ -358,7 +360,7 @@ void Pool::replay(Record& r, std::string_view op) {
     r.producer->execute(in_args, out_args);
     const double seconds = seconds_since(t0);
     total_.recompute_seconds += seconds;
-    kernel_times_.observe(r, seconds);
+    if (config_.cost == CostModel::Time) kernel_times_.observe(r, seconds);
   } catch (...) {
     release();
     throw;

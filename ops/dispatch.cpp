@@ -44,9 +44,8 @@ Cell& cell_of(const Tensor& t) { return static_cast<Cell&>(*t.storage()); }
 // The cell a kernel reads input i from; a placeholder (a checkpoint replay's skipped value)
 // has none.
 Cell& kernel_cell(std::string_view op, std::size_t i, const Tensor& t) {
-  auto* cell = dynamic_cast<Cell*>(t.storage().get());
-  if (!cell) detail::throw_placeholder_input(op, i, t);
-  return *cell;
+  if (t.storage()->is_placeholder()) detail::throw_placeholder_input(op, i, t);
+  return static_cast<Cell&>(*t.storage());
 }
 
 Tensor wrap(TensorMeta meta, std::shared_ptr<Storage> storage) {
