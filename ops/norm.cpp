@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "autograd/grad_mode.h"
+#include "ops/cpu/lane_sum.h"
 #include "ops/cpu/loops.h"
 #include "ops/elementwise.h"
 #include "ops/inplace.h"
@@ -14,17 +15,7 @@
 namespace remat {
 namespace {
 
-// Sums in double with eight independent lanes: vectorisable, and in a fixed order, so the
-// statistics are bit-reproducible whatever the thread count.
-template <class T>
-double lane_sum(const T* p, std::int64_t n) {
-  double acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-  std::int64_t i = 0;
-  for (; i + 8 <= n; i += 8)
-    for (int l = 0; l < 8; ++l) acc[l] += static_cast<double>(p[i + l]);
-  for (; i < n; ++i) acc[i & 7] += static_cast<double>(p[i]);
-  return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
-}
+using detail::lane_sum;
 
 // Sum of squared deviations from `mean` (two-pass variance: no cancellation when |mean| >> std).
 template <class T>

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <type_traits>
 
+#include "ops/cpu/lane_sum.h"
 #include "ops/cpu/loops.h"
 #include "ops/elementwise.h"
 #include "ops/op.h"
@@ -13,6 +14,8 @@
 
 namespace remat {
 namespace {
+
+using detail::lane_sum;
 
 template <class T>
 using Chunk = Eigen::Array<T, 8, 1>;
@@ -46,19 +49,6 @@ void exp_diff(const T* x, const T* s, std::int64_t s_stride, T* y, std::int64_t 
   for (std::int64_t j = i; j < n; ++j) d[j - i] = x[j] - s[s_stride * j];
   const Chunk<T> r = exp_chunk<T>(d);
   for (std::int64_t j = i; j < n; ++j) y[j] = r[j - i];
-}
-
-// Sum in double with eight independent lanes: the compiler vectorises it (a plain double loop
-// would be serialised by its single dependency chain), and the order is fixed, so the result
-// is bit-reproducible.
-template <class T>
-double lane_sum(const T* p, std::int64_t n) {
-  double acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-  std::int64_t i = 0;
-  for (; i + 8 <= n; i += 8)
-    for (int l = 0; l < 8; ++l) acc[l] += static_cast<double>(p[i + l]);
-  for (; i < n; ++i) acc[i & 7] += static_cast<double>(p[i]);
-  return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
 }
 
 template <class T>
