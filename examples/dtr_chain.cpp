@@ -1,6 +1,6 @@
 // The sqrt(N) demo of the DTR paper: an N-layer linear chain of equal-size, unit-cost ops run
-// forward and backward under a budget of B tensors.  The chain's op is defined here, in user
-// code, through the same public Op registration the framework's own ops use.
+// forward and backward under a budget of B tensors.  The chain's op is user code written through
+// the same public Op registration the framework's own ops use (examples/common/chain_ops.h).
 // Usage: dtr_chain --length 1024 --budget-tensors 64 --heuristic estar
 #include <cmath>
 #include <cstdio>
@@ -8,47 +8,10 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
-#include "ops/op.h"
-#include "remat.h"
+#include "examples/common/chain_ops.h"
 
 using namespace remat;
-
-namespace {
-
-constexpr std::int64_t kElements = 1024;  // each tensor is 4 KiB
-
-// Backward of one link: reads the incoming gradient and the link's input, as a layer would.
-class ChainGradOp final : public Op {
- public:
-  std::string_view name() const override { return "chain_grad"; }
-  bool differentiable() const override { return false; }
-  std::vector<TensorMeta> infer(std::span<const TensorMeta> in) const override { return {in[0]}; }
-  void cpu(std::span<const KernelArg> in, std::span<const KernelArg> out) const override {
-    const float* g = in[0].data<float>();
-    const float* x = in[1].data<float>();
-    float* y = out[0].data<float>();
-    for (std::int64_t i = 0; i < kElements; ++i) y[i] = g[i] * (0.5f + 0.0f * x[i]);
-  }
-};
-
-// One link of the chain: y = x / 2 + 1.
-class ChainOp final : public Op {
- public:
-  std::string_view name() const override { return "chain"; }
-  SaveSpec saves() const override { return {0b1, 0}; }
-  std::vector<TensorMeta> infer(std::span<const TensorMeta> in) const override { return {in[0]}; }
-  void cpu(std::span<const KernelArg> in, std::span<const KernelArg> out) const override {
-    const float* x = in[0].data<float>();
-    float* y = out[0].data<float>();
-    for (std::int64_t i = 0; i < kElements; ++i) y[i] = 0.5f * x[i] + 1.0f;
-  }
-  std::vector<Tensor> backward(const BackwardContext& c) const override {
-    static const auto grad_op = std::make_shared<ChainGradOp>();
-    return {call1(grad_op, {c.grad(0), c.input(0)})};
-  }
-};
-
-}  // namespace
+using examples::kElements;
 
 int main(int argc, char** argv) {
   CLI::App app{"Linear-chain DTR demo (the paper's sqrt(N) bound)"};
@@ -61,7 +24,7 @@ int main(int argc, char** argv) {
   app.add_option("--heuristic", heuristic, "eviction heuristic");
   app.add_option("--policy", policy, "deallocation policy");
   app.add_option("--seed", seed, "seed for sampling and the random heuristic");
-  app.add_option("--sample", sample, "candidates scored per eviction (0: sample sqrt(n), the default)");
+  app.add_option("--sample", sample, "candidates scored per eviction (0: the pool's default, max(256, 2 sqrt(n)))");
   CLI11_PARSE(app, argc, argv);
 
   const std::size_t tensor_bytes = kElements * sizeof(float);
@@ -77,7 +40,7 @@ int main(int argc, char** argv) {
     Tensor x = tensor<float>(std::vector<float>(kElements, 1.0f)).set_requires_grad(true);
     pool.set_budget(static_cast<std::size_t>(budget_tensors) * tensor_bytes);
     pool.reset_stats();
-    static const auto op = std::make_shared<ChainOp>();
+    const auto& op = examples::chain_op();
     Tensor t = x;
     for (std::int64_t i = 0; i < length; ++i) t = call1(op, {t});
     backward({t}, {ones({kElements})});

@@ -9,7 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/allocator.h"
-#include "ops/op.h"
+#include "examples/common/chain_ops.h"
 #include "sim/read.h"
 #include "sim/replay.h"
 #include "support/test_util.h"
@@ -17,32 +17,7 @@
 namespace remat::sim {
 namespace {
 
-constexpr std::int64_t kElements = 1024;  // as in dtr_chain: 4 KiB tensors
-
-// The example's two ops, with the same costs under the unit model.
-class ChainGradOp final : public Op {
- public:
-  std::string_view name() const override { return "chain_grad"; }
-  bool differentiable() const override { return false; }
-  std::vector<TensorMeta> infer(std::span<const TensorMeta> in) const override { return {in[0]}; }
-  void cpu(std::span<const KernelArg> in, std::span<const KernelArg> out) const override {
-    for (std::int64_t i = 0; i < kElements; ++i) out[0].data<float>()[i] = in[0].data<float>()[i] * 0.5f;
-  }
-};
-
-class ChainOp final : public Op {
- public:
-  std::string_view name() const override { return "chain"; }
-  SaveSpec saves() const override { return {0b1, 0}; }
-  std::vector<TensorMeta> infer(std::span<const TensorMeta> in) const override { return {in[0]}; }
-  void cpu(std::span<const KernelArg> in, std::span<const KernelArg> out) const override {
-    for (std::int64_t i = 0; i < kElements; ++i) out[0].data<float>()[i] = 0.5f * in[0].data<float>()[i] + 1.0f;
-  }
-  std::vector<Tensor> backward(const BackwardContext& c) const override {
-    static const auto grad_op = std::make_shared<ChainGradOp>();
-    return {call1(grad_op, {c.grad(0), c.input(0)})};
-  }
-};
+using examples::kElements;
 
 // dtr_chain's main, traced: x, the chain, then backward from ones.
 DtrStats run_chain(std::int64_t length, std::size_t budget_bytes, const std::string& trace) {
@@ -59,7 +34,7 @@ DtrStats run_chain(std::int64_t length, std::size_t budget_bytes, const std::str
     Tensor x = tensor<float>(std::vector<float>(kElements, 1.0f)).set_requires_grad(true);
     pool.set_budget(base + budget_bytes);
     pool.reset_stats();
-    static const auto op = std::make_shared<ChainOp>();
+    const auto& op = examples::chain_op();
     Tensor t = x;
     for (std::int64_t i = 0; i < length; ++i) t = call1(op, {t});
     backward({t}, {ones({kElements})});
