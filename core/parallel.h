@@ -11,6 +11,8 @@ namespace remat {
 // oversubscribe.  Also sets oneDNN's thread count.
 int num_threads();
 void set_num_threads(int n);
+// The most threads set_num_threads accepts: 4 x the hardware threads.
+int max_threads();
 
 // Calls fn(begin, end) on disjoint chunks of [begin, end); runs inline when the range is
 // smaller than `grain` or only one thread is configured.

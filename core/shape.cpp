@@ -1,6 +1,7 @@
 #include "core/shape.h"
 
 #include <algorithm>
+#include <limits>
 
 #include "core/error.h"
 
@@ -10,6 +11,18 @@ std::int64_t shape_numel(const Shape& shape) {
   std::int64_t n = 1;
   for (auto d : shape) n *= d;
   return n;
+}
+
+bool shape_fits(const Shape& shape) {
+  constexpr std::int64_t kLimit = std::numeric_limits<std::int64_t>::max() / 8;
+  std::int64_t span = 1;
+  for (auto d : shape) {
+    if (d < 0) return false;
+    const std::int64_t f = std::max<std::int64_t>(d, 1);
+    if (span > kLimit / f) return false;
+    span *= f;
+  }
+  return true;
 }
 
 Shape contiguous_strides(const Shape& shape) {

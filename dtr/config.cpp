@@ -12,6 +12,7 @@ constexpr std::string_view kHeuristicNames[] = {"dtr", "dtr-eq", "dtr-local", "l
                                                 "largest", "msps", "estar", "random"};
 constexpr std::string_view kPolicyNames[] = {"eager-evict", "banish", "ignore"};
 constexpr std::string_view kCostNames[] = {"time", "flops", "bytes", "unit"};
+constexpr double kMaxBudgetBytes = 1125899906842624.0;  // 2^50: beyond any machine, far below 2^63
 
 template <class E, std::size_t N>
 E from_name(std::string_view what, std::string_view name, const std::string_view (&names)[N]) {
@@ -79,6 +80,8 @@ BudgetSpec parse_budget(std::string_view text) {
     if (unit == u.name) {
       const double bytes = value * u.scale;
       REMAT_CHECK(bytes >= 1, "budget '{}' is below one byte", text);
+      REMAT_CHECK(bytes <= kMaxBudgetBytes, "budget '{}' is more than 1 PiB (2^50 bytes), more than any machine has",
+                  text);
       return {static_cast<std::size_t>(std::llround(bytes)), std::nullopt};
     }
   }

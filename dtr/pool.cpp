@@ -78,11 +78,14 @@ void Pool::set_budget(std::optional<std::size_t> bytes) {
 
 // ---------------------------------------------------------------- accounting
 
-void Pool::account_resident(std::ptrdiff_t delta) {
-  resident_bytes_ = static_cast<std::size_t>(static_cast<std::ptrdiff_t>(resident_bytes_) + delta);
+// Unsigned arithmetic throughout: sizes are byte counts, never differences.
+void Pool::add_resident(std::size_t bytes) {
+  resident_bytes_ += bytes;
   if (resident_bytes_ > peak_resident_bytes_) peak_resident_bytes_ = resident_bytes_;
   if (resident_bytes_ > total_.peak_resident_bytes) total_.peak_resident_bytes = resident_bytes_;
 }
+
+void Pool::sub_resident(std::size_t bytes) { resident_bytes_ -= bytes; }
 
 std::size_t Pool::pinned_bytes() const {
   // Everything resident that cannot be evicted right now: pinned cells and constants.
@@ -181,7 +184,7 @@ void Pool::materialize(Cell& cell, std::string_view op) {
   cell.state_ = CellState::Resident;
   cell.last_access_ = tick();
   ++resident_cells_;
-  account_resident(static_cast<std::ptrdiff_t>(cell.nbytes_));
+  add_resident(cell.nbytes_);
   if (cell.replayable()) add_candidate(cell);
 }
 
@@ -191,7 +194,7 @@ void Pool::free_buffer(Cell& cell, CellState next) {
     allocator_.deallocate(cell.block_);
     cell.block_ = {};
     --resident_cells_;
-    account_resident(-static_cast<std::ptrdiff_t>(cell.nbytes_));
+    sub_resident(cell.nbytes_);
     // Unbudgeted, the cache may hold at most the run's peak again; under a budget make_room
     // trims it.
     if (!config_.budget) {
@@ -331,7 +334,7 @@ void Pool::replay(Record& r, std::string_view op) {
       if (o.cell && o.cell->pins_ > 0) --o.cell->pins_;
       if (o.scratch.ptr) {
         allocator_.deallocate(o.scratch);
-        account_resident(-static_cast<std::ptrdiff_t>(r.output_metas[&o - outs.data()].nbytes()));
+        sub_resident(r.output_metas[&o - outs.data()].nbytes());
       }
     }
   };
@@ -351,7 +354,7 @@ void Pool::replay(Record& r, std::string_view op) {
         const std::size_t n = r.output_metas[i].nbytes();
         make_room(n, op);
         outs[i].scratch = allocator_.allocate(n);
-        account_resident(static_cast<std::ptrdiff_t>(n));
+        add_resident(n);
         out_args[i] = {&r.output_metas[i], outs[i].scratch.ptr};
       }
     }

@@ -116,7 +116,8 @@ class Pool {
   void add_candidate(Cell& cell);
   void remove_candidate(Cell& cell);
   void banish(Cell& cell);
-  void account_resident(std::ptrdiff_t delta);
+  void add_resident(std::size_t bytes);
+  void sub_resident(std::size_t bytes);
 
   Device device_;
   Allocator& allocator_;

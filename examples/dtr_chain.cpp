@@ -4,11 +4,13 @@
 // Usage: dtr_chain --length 1024 --budget-tensors 64 --heuristic estar
 #include <cmath>
 #include <cstdio>
+#include <limits>
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
 #include "examples/common/chain_ops.h"
+#include "examples/common/flag_checks.h"
 
 using namespace remat;
 using examples::kElements;
@@ -19,12 +21,16 @@ int main(int argc, char** argv) {
   std::string heuristic = "estar", policy = "eager-evict";
   std::uint64_t seed = 0;
   std::size_t sample = 0;
-  app.add_option("--length", length, "number of ops N")->check(CLI::PositiveNumber);
-  app.add_option("--budget-tensors", budget_tensors, "budget B, in tensors")->check(CLI::PositiveNumber);
+  app.add_option("--length", length, "number of ops N")
+      ->check(examples::whole_in_range<std::int64_t>(1, 1'000'000'000));
+  app.add_option("--budget-tensors", budget_tensors, "budget B, in tensors")
+      ->check(examples::whole_in_range<std::int64_t>(1, 1'000'000'000));
   app.add_option("--heuristic", heuristic, "eviction heuristic");
   app.add_option("--policy", policy, "deallocation policy");
-  app.add_option("--seed", seed, "seed for sampling and the random heuristic");
-  app.add_option("--sample", sample, "candidates scored per eviction (0: the pool's default, max(256, 2 sqrt(n)))");
+  app.add_option("--seed", seed, "seed for sampling and the random heuristic")
+      ->check(examples::whole_in_range<std::uint64_t>(0, std::numeric_limits<std::uint64_t>::max()));
+  app.add_option("--sample", sample, "candidates scored per eviction (0: the pool's default, max(256, 2 sqrt(n)))")
+      ->check(examples::whole_in_range<std::size_t>(0, 1'000'000'000));
   CLI11_PARSE(app, argc, argv);
 
   const std::size_t tensor_bytes = kElements * sizeof(float);
@@ -63,7 +69,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "dtr_chain: a budget of %lld tensors is too small for this chain: %s\n",
                  static_cast<long long>(budget_tensors), e.what());
     return 1;
-  } catch (const Error& e) {
+  } catch (const std::exception& e) {  // remat::Error, std::bad_alloc, ...
     std::fprintf(stderr, "dtr_chain: %s\n", e.what());
     return 1;
   }

@@ -27,8 +27,9 @@ int main(int argc, char** argv) {
   bool random_data = false;
   examples::DtrFlags dtr;
   f.add_to(app);
-  app.add_option("--hidden", hidden, "units per hidden layer")->check(CLI::PositiveNumber);
-  app.add_option("--layers", layers, "hidden layers")->check(CLI::PositiveNumber);
+  app.add_option("--hidden", hidden, "units per hidden layer")
+      ->check(examples::whole_in_range<std::int64_t>(1, 1 << 20));
+  app.add_option("--layers", layers, "hidden layers")->check(examples::whole_in_range(1, 100000));
   app.add_flag("--random-data", random_data, "train on generated data instead of Fashion-MNIST");
   dtr.add_to(app);
   CLI11_PARSE(app, argc, argv);

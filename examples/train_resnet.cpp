@@ -55,9 +55,11 @@ int main(int argc, char** argv) {
   examples::DtrFlags dtr;
   dtr.budget = "0.5";
   f.add_to(app);
-  app.add_option("--momentum", momentum, "SGD (Nesterov) momentum")->check(CLI::Range(0.0, 1.0));
-  app.add_option("--weight-decay", weight_decay, "L2 weight decay")->check(CLI::NonNegativeNumber);
-  app.add_option("--warmup", warmup, "warm-up steps (linear, then cosine decay)")->check(CLI::NonNegativeNumber);
+  app.add_option("--momentum", momentum, "SGD (Nesterov) momentum")
+      ->check(examples::real_in_range(0, true, 1, "a number from 0 to 1"));
+  app.add_option("--weight-decay", weight_decay, "L2 weight decay")->check(examples::non_negative_real());
+  app.add_option("--warmup", warmup, "warm-up steps (linear, then cosine decay)")
+      ->check(examples::whole_in_range(0L, examples::kMaxSteps));
   app.add_flag("--augment", augment, "random crops (padding 2) and horizontal flips");
   app.add_flag("--checkpoint-stages", checkpoint_stages,
                "checkpoint each ResNet stage: convolutions kept, batch norm, ReLU and add recomputed");

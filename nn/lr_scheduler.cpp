@@ -179,9 +179,13 @@ std::vector<double> SequentialLR::closed_form_lr() const {
 
 std::shared_ptr<SequentialLR> warmup_cosine(Optimizer& optimizer, std::int64_t warmup_steps, double start_factor,
                                             std::int64_t T_max, double eta_min) {
-  REMAT_CHECK(warmup_steps >= 1, "warmup_cosine: warmup_steps must be >= 1, got {}", warmup_steps);
-  auto warmup = std::make_shared<LinearLR>(optimizer, start_factor, 1.0, warmup_steps);
+  REMAT_CHECK(warmup_steps >= 0, "warmup_cosine: warmup_steps must be >= 0, got {}", warmup_steps);
   auto cosine = std::make_shared<CosineAnnealingLR>(optimizer, T_max, eta_min);
+  // No warm-up: the cosine schedule alone, still behind a SequentialLR so the type is one.
+  if (warmup_steps == 0)
+    return std::make_shared<SequentialLR>(optimizer, std::vector<std::shared_ptr<LRScheduler>>{cosine},
+                                          std::vector<std::int64_t>{});
+  auto warmup = std::make_shared<LinearLR>(optimizer, start_factor, 1.0, warmup_steps);
   return std::make_shared<SequentialLR>(optimizer, std::vector<std::shared_ptr<LRScheduler>>{warmup, cosine},
                                         std::vector<std::int64_t>{warmup_steps});
 }

@@ -117,6 +117,7 @@ class SequentialLR : public LRScheduler {
 
 // Linear warm-up from start_factor * lr over warmup_steps steps, then cosine annealing to
 // eta_min over T_max steps: SequentialLR(LinearLR, CosineAnnealingLR) with milestone warmup_steps.
+// warmup_steps == 0 gives the cosine schedule alone.
 std::shared_ptr<SequentialLR> warmup_cosine(Optimizer& optimizer, std::int64_t warmup_steps, double start_factor,
                                             std::int64_t T_max, double eta_min = 0);
 

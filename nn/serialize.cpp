@@ -9,6 +9,8 @@
 #include <atomic>
 #include <bit>
 #include <cerrno>
+#include <charconv>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -95,6 +97,33 @@ T get_le(const unsigned char* p) {
 
 std::string errno_text(int err) { return std::strerror(err); }
 
+// ".NAME.tmp." : the prefix of every temporary file a save of NAME creates (then PID.N).
+std::string temp_prefix(const std::filesystem::path& target) { return "." + target.filename().string() + ".tmp."; }
+
+// Removes temporaries of `target` left by saves whose process was killed: those named
+// .NAME.tmp.PID.N whose PID is not a running process.  Temporaries of live processes (this
+// one included) may still be written and stay.
+void remove_stale_temporaries(const std::string& dir, const std::filesystem::path& target) {
+  const std::string prefix = temp_prefix(target);
+  std::error_code ec;
+  for (std::filesystem::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (!name.starts_with(prefix)) continue;
+    const std::string_view rest = std::string_view(name).substr(prefix.size());
+    long long pid = 0, n = 0;
+    const auto dot = rest.find('.');
+    if (dot == std::string_view::npos) continue;
+    const auto p = std::from_chars(rest.data(), rest.data() + dot, pid);
+    const auto q = std::from_chars(rest.data() + dot + 1, rest.data() + rest.size(), n);
+    if (p.ec != std::errc() || p.ptr != rest.data() + dot || q.ec != std::errc() || q.ptr != rest.data() + rest.size())
+      continue;
+    if (pid <= 0 || pid > std::numeric_limits<pid_t>::max() || pid == ::getpid()) continue;
+    if (::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH) continue;  // alive, or not ours to judge
+    std::error_code ignored;
+    std::filesystem::remove(it->path(), ignored);
+  }
+}
+
 // ------------------------------------------------------------------------------------- writing
 
 // A temporary file beside the target, removed unless committed by rename.
@@ -102,13 +131,16 @@ class AtomicWriter {
  public:
   explicit AtomicWriter(const std::string& path) : path_(path) {
     const std::filesystem::path target(path);
-    REMAT_CHECK(!target.filename().empty(), "'{}' names a directory, not a file", path);
+    std::error_code ec;
+    REMAT_CHECK(!target.filename().empty() && !std::filesystem::is_directory(target, ec),
+                "'{}' names a directory, not a file", path);
     const auto dir = target.parent_path();
     dir_ = dir.empty() ? "." : dir.string();
+    remove_stale_temporaries(dir_, target);
     static std::atomic<std::uint64_t> counter{0};
     for (int attempt = 0; attempt < 100 && fd_ < 0; ++attempt) {
       tmp_ = (std::filesystem::path(dir_) /
-              fmt::format(".{}.tmp.{}.{}", target.filename().string(), ::getpid(), counter.fetch_add(1)))
+              fmt::format("{}{}.{}", temp_prefix(target), ::getpid(), counter.fetch_add(1)))
                  .string();
       fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
       if (fd_ < 0 && errno != EEXIST) break;
@@ -375,6 +407,9 @@ std::map<std::string, Tensor> load_state(const std::string& path) {
     const std::size_t elem = element_size(dtype);
     if (overflow || numel > std::numeric_limits<std::uint64_t>::max() / elem || numel * elem != nbytes)
       in.fail("{}: byte length {} does not match shape {} of {} (corrupt)", what, nbytes, shape, dtype);
+    // Strides multiply every dimension with zeros counted as one: a 0-element shape of huge
+    // dimensions matches its 0 bytes but has no 64-bit strides.
+    if (!shape_fits(shape)) in.fail("{}: shape {} is too large for 64-bit strides (corrupt)", what, shape);
     if (nbytes > in.remaining())
       in.fail("truncated file: {} needs {} bytes of data at offset {}, but the file ends at {}", what, nbytes,
               in.offset(), in.size());
@@ -399,6 +434,14 @@ std::map<std::string, Tensor> load_state(const std::string& path) {
   if (get_le<std::uint32_t>(footer + 8) != file_crc) in.fail("file checksum mismatch (corrupt)");
   if (in.remaining() != 0) in.fail("{} unexpected bytes after the end marker", in.remaining());
   return out;
+}
+
+void check_save_path(const std::string& path) {
+  try {
+    AtomicWriter probe(path);  // removed again when it goes out of scope
+  } catch (const std::exception& e) {
+    REMAT_THROW("cannot save to '{}': {}", path, e.what());
+  }
 }
 
 void save(const Module& module, const std::string& path) { save_state(path, module.state_dict()); }

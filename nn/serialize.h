@@ -21,6 +21,9 @@ namespace remat::nn {
 // over `path`.  When anything fails the temporary file is removed, `path` is untouched and a
 // remat::Error naming the file and the reason is thrown.
 void save_state(const std::string& path, const std::map<std::string, Tensor>& tensors);
+// Checks, before a long run, that save_state(path) could create its temporary file beside
+// `path` and that `path` is not a directory; throws remat::Error naming the reason otherwise.
+void check_save_path(const std::string& path);
 // Reads a file written by save_state.  Each tensor is a new constant (not requiring grad).
 // A truncated or corrupt file, a bad magic, an unknown version, absurd sizes or a checksum
 // mismatch throw remat::Error naming the file and the problem.

@@ -179,6 +179,9 @@ void call_inplace(std::shared_ptr<const Op> op, const Tensor& self, std::vector<
   if (detail::checkpoint_active() && detail::skip_inplace(self)) return;
 
   Pool& pool = Pool::of(self.device());
+  // Declared before the guard that unpins it: locals die in reverse order, so the cell the
+  // guard points into must outlive the guard.
+  std::shared_ptr<Cell> old;
   PinGuard pins{pool, {}};
   for (const auto& t : others) {
     Cell& c = cell_of(t);
@@ -189,7 +192,7 @@ void call_inplace(std::shared_ptr<const Op> op, const Tensor& self, std::vector<
   // old cell and write a fresh buffer instead of copying first.
   const bool overwrite = self.offset() == 0 && self.is_contiguous() &&
                          self.meta().nbytes() == target.nbytes();
-  std::shared_ptr<Cell> old = pool.begin_write(target, overwrite, op->name());
+  old = pool.begin_write(target, overwrite, op->name());
   if (old) pins.cells.push_back(old.get());
   struct Unpin {
     Pool& pool;

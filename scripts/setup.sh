@@ -8,6 +8,8 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   coinor-libcbc-dev libzip-dev gnuplot-nox
 )
+# The sanitizer build and the fuzz targets: clang with libFuzzer and its OpenMP runtime.
+packages+=(clang libclang-rt-14-dev libomp-14-dev)
 # Fashion-MNIST for the main job and the data tests (which skip, saying so, without it).
 packages+=(dataset-fashion-mnist)
 # Optional extras: PyTorch for regenerating test fixtures and for bench/ comparisons.

@@ -36,8 +36,9 @@ std::vector<BudgetSpec> parse_range(std::string_view text) {
                 "budget range '{}': step '{}' must be a positive number", text, parts[2]);
     const double a = *lo.fraction, b = *hi.fraction;
     REMAT_CHECK(a <= b, "budget range '{}': the low end is above the high end", text);
-    const auto n = static_cast<std::size_t>(std::floor((b - a) / step + 1e-9));
-    REMAT_CHECK(n < 100000, "budget range '{}' has too many steps", text);
+    const double steps = std::floor((b - a) / step + 1e-9);  // checked before it becomes an integer
+    REMAT_CHECK(steps < 100000, "budget range '{}' has too many steps (at most 100000)", text);
+    const auto n = static_cast<std::size_t>(steps);
     for (std::size_t k = 0; k <= n; ++k) {
       // Rounded to 1e-9 so 0.1 + 2 * 0.1 prints and compares as 0.3.
       const double f = std::round((a + static_cast<double>(k) * step) * 1e9) / 1e9;

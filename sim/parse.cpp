@@ -15,6 +15,11 @@ namespace {
 
 using nlohmann::json;
 
+// No machine holds a tensor of 2^50 bytes (1 PiB), nor programs whose tensors total 2^60 bytes;
+// larger sizes in a file are corrupt, and bounding them keeps the pool's byte sums exact.
+constexpr double kMaxTensorBytes = 1125899906842624.0;  // 2^50
+constexpr double kMaxProgramBytes = 1152921504606846976.0;  // 2^60
+
 struct Line {
   std::string_view text;
   std::size_t number = 0;
@@ -106,17 +111,29 @@ class Parser {
     }
     return number(*it, key, i, what);
   }
-  std::size_t count(const json& j, const char* key, std::size_t i, std::string_view what) const {
-    const double d = number(j, key, i, what, true);
-    if (d < 0 || d != std::floor(d)) fail(lines_[i].number, "{}: field {} must be a whole number >= 0, got {}", what, key, d);
-    return static_cast<std::size_t>(d);
+  // A whole number in [lo, hi]: the only doubles that may be cast to an integer type.
+  double whole(const json& v, const char* key, std::size_t i, std::string_view what, double lo, double hi) const {
+    const double d = number(v, key, i, what);
+    if (d != std::floor(d) || d < lo || d > hi)
+      fail(lines_[i].number, "{}: field {} must be a whole number from {} to {}, got {}", what, key, lo, hi, v.dump());
+    return d;
+  }
+  std::size_t byte_count(const json& j, const char* key, std::size_t i, std::string_view what) const {
+    auto it = j.find(key);
+    if (it == j.end()) fail(lines_[i].number, "{} has no field {}", what, key);
+    return static_cast<std::size_t>(whole(*it, key, i, what, 0, kMaxTensorBytes));
+  }
+  // A string field when present and a string, else `fallback`; for lines that need not carry it.
+  static std::string string_or(const json& j, const char* key, const std::string& fallback) {
+    auto it = j.find(key);
+    return it != j.end() && it->is_string() ? it->get<std::string>() : fallback;
   }
 
   std::size_t find_start() {
     for (std::size_t i = 0; i < lines_.size(); ++i) {
       const json j = object(i);
-      if (instruction(j, i) == "ANNOTATE" && j.value("ANNOTATION", "") == "START") {
-        if (j.value("SOURCE", "") == "remat") program_.origin = Origin::Trace;
+      if (instruction(j, i) == "ANNOTATE" && string(j, "ANNOTATION", i, "ANNOTATE") == "START") {
+        if (j.contains("SOURCE") && string(j, "SOURCE", i, "ANNOTATE") == "remat") program_.origin = Origin::Trace;
         return i + 1;
       }
     }
@@ -128,6 +145,9 @@ class Parser {
   std::uint32_t define(const std::string& name, std::size_t bytes, std::size_t i) {
     if (auto it = names_.find(name); it != names_.end() && refs_[it->second] > 0)
       fail(lines_[i].number, "tensor {} is defined again while still referenced", name);
+    total_bytes_ += static_cast<double>(bytes);
+    if (total_bytes_ > kMaxProgramBytes)
+      fail(lines_[i].number, "tensor {}: the program's tensors total more than 2^60 bytes (corrupt sizes)", name);
     const auto id = static_cast<std::uint32_t>(program_.tensors.size());
     program_.tensors.push_back({name, bytes});
     storage_.push_back(id);
@@ -179,8 +199,8 @@ class Parser {
       auto m = j.find("MUTATE");
       if (m == j.end() || !m->is_array()) fail(e.line, "MUTATE has no array field MUTATE");
       for (const auto& v : *m) {
-        const std::size_t k = static_cast<std::size_t>(number(v, "MUTATE", i, "MUTATE"));
-        if (k >= e.args.size()) fail(e.line, "MUTATE index {} is out of range for {} arguments", k, e.args.size());
+        if (e.args.empty()) fail(e.line, "MUTATE has an index but no arguments");
+        const auto k = static_cast<std::size_t>(whole(v, "MUTATE", i, "MUTATE", 0, static_cast<double>(e.args.size() - 1)));
         e.mutated.push_back(static_cast<std::uint32_t>(k));
       }
       if (program_.origin == Origin::Trace) {
@@ -227,7 +247,7 @@ class Parser {
       e.op = string(j, "ANNOTATION", i, "ANNOTATE");
     } else if (ins == "MEMORY" || ins == "ALIAS") {
       fail(e.line, "{} line for {} does not follow the CONSTANT or CALL that makes the tensor", ins,
-           j.value("NAME", std::string("?")));
+           string_or(j, "NAME", "?"));
     } else {
       fail(e.line, "unknown INSTRUCTION '{}' (expected CONSTANT, MEMORY, CALL, ALIAS, MUTATE, RELEASE, "
                    "COPY, COPY_FROM, PIN, ACCESS, WRITE or ANNOTATE)", ins);
@@ -252,7 +272,7 @@ class Parser {
     const json m = object(k);
     if (instruction(m, k) != "MEMORY" || string(m, "NAME", k, "MEMORY") != name)
       fail(lines_[k].number, "expected the MEMORY line of {} {}, got {}", what, name, lines_[k].text);
-    return count(m, "MEMORY", k, "MEMORY");
+    return byte_count(m, "MEMORY", k, "MEMORY");
   }
 
   // The ALIAS line after a CALL result's MEMORY: -1, or the argument it aliases.
@@ -274,6 +294,7 @@ class Parser {
   std::unordered_map<std::string, std::uint32_t> names_;
   std::vector<long> refs_;
   std::vector<std::uint32_t> storage_;  // per tensor: the tensor owning its storage (aliases)
+  double total_bytes_ = 0;              // of every tensor defined so far
 };
 
 }  // namespace

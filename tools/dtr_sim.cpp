@@ -8,12 +8,15 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <limits>
+#include <new>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "examples/common/flag_checks.h"
 #include "sim/budgets.h"
 #include "sim/optimal.h"
 #include "sim/plot.h"
@@ -259,21 +262,28 @@ int main(int argc, char** argv) {
   app.add_option("--budget", f.budgets, "budgets: bytes with units (300MiB), fractions of the unbudgeted peak "
                                         "(0.4), 'none', a list 0.2,0.3,0.5 or a range 0.1:1.0:0.1");
   app.add_option("--thrash-limit", f.thrash_limit, "stop a run whose compute exceeds this multiple of the "
-                                                   "unbudgeted compute (0: never)");
-  app.add_option("--seed", f.seed, "seed for candidate sampling and the random heuristic");
-  app.add_option("--sample", f.sample, "candidates scored per eviction (0: the pool's default sampling)");
+                                                   "unbudgeted compute (0: never)")
+      ->check(examples::non_negative_real());
+  app.add_option("--seed", f.seed, "seed for candidate sampling and the random heuristic")
+      ->check(examples::whole_in_range<std::uint64_t>(0, std::numeric_limits<std::uint64_t>::max()));
+  app.add_option("--sample", f.sample, "candidates scored per eviction (0: the pool's default sampling)")
+      ->check(examples::whole_in_range<std::size_t>(0, 1'000'000'000));
   app.add_option("--cost", f.cost, "cost model: time, flops, bytes or unit");
   app.add_flag("--json", f.json, "one JSON object per run per line instead of a table");
   app.add_flag("--sweep", f.sweep, "budgets 0.1..1.0 for every heuristic (unless given), written as a CSV and a "
                                    "PNG plot per program");
   app.add_option("--out", f.out, "file-name prefix of --sweep output");
   app.add_flag("--optimal", f.optimal, "also solve the optimum (MIP, small programs) and Chen's sqrt(n) schedule");
-  app.add_option("--time-limit", f.time_limit, "seconds the MIP solver may take per budget");
+  app.add_option("--time-limit", f.time_limit, "seconds the MIP solver may take per budget")
+      ->check(examples::real_in_range(0, false, 1e7, "a positive number of seconds up to 1e7"));
   CLI11_PARSE(app, argc, argv);
   if (f.sweep && app.count("--heuristic") == 0) f.heuristics = "all";
   try {
     return run(f);
-  } catch (const Error& e) {
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "dtr_sim: out of memory\n");
+    return 1;
+  } catch (const std::exception& e) {  // remat::Error, and whatever a library below throws
     std::fprintf(stderr, "dtr_sim: %s\n", e.what());
     return 1;
   }

@@ -6,12 +6,14 @@
 //   for (step...) { ...; dtr.after_step(pool); }
 #pragma once
 #include <cstdio>
+#include <limits>
 #include <optional>
 #include <string>
 
 #include <CLI/CLI.hpp>
 
 #include "dtr/config.h"
+#include "examples/common/flag_checks.h"
 #include "dtr/pool.h"
 
 namespace remat::examples {
@@ -47,7 +49,8 @@ struct DtrFlags {
         ->check(valid([](const std::string& s) { policy_from_name(s); }));
     app.add_option("--dtr-cost", cost, "cost model of a recorded op: time, flops, bytes, unit")
         ->check(valid([](const std::string& s) { cost_model_from_name(s); }));
-    app.add_option("--dtr-seed", seed, "seed for candidate sampling and the random heuristic");
+    app.add_option("--dtr-seed", seed, "seed for candidate sampling and the random heuristic")
+        ->check(whole_in_range<std::uint64_t>(0, std::numeric_limits<std::uint64_t>::max()));
     app.add_option("--trace", trace, "write a JSON-lines trace of the run to this file");
   }
 

@@ -76,6 +76,21 @@ TEST(LRScheduler, WarmupThenCosine) {
   });
 }
 
+// A run too short for any warm-up (train_resnet --steps 1 or --warmup 0) is the cosine alone.
+TEST(LRScheduler, NoWarmupIsTheCosineAlone) {
+  TwoGroups a, b;
+  auto warm = nn::warmup_cosine(a.opt, 0, 0.1, 6, 1e-3);
+  nn::CosineAnnealingLR cosine(b.opt, 6, 1e-3);
+  for (int i = 0; i < 8; ++i) {
+    EXPECT_EQ(a.opt.lr(0), b.opt.lr(0)) << "step " << i;
+    EXPECT_EQ(a.opt.lr(1), b.opt.lr(1)) << "step " << i;
+    a.opt.step();
+    b.opt.step();
+    warm->step();
+    cosine.step();
+  }
+}
+
 TEST(LRScheduler, SequentialOfThree) {
   check("warmup_step_cosine", [](nn::Optimizer& o) {
     auto warm = std::make_shared<nn::LinearLR>(o, 0.5, 1.0, 2);
@@ -117,7 +132,7 @@ TEST(LRScheduler, BadArgumentsAreClearErrors) {
   auto foreign = std::make_shared<nn::StepLR>(other.opt, 2);
   EXPECT_TRUE(throws_with([&] { nn::SequentialLR(g.opt, List{a, foreign}, {2}); },
                           {"SequentialLR", "scheduler 1", "different optimizer"}));
-  EXPECT_TRUE(throws_with([&] { nn::warmup_cosine(g.opt, 0, 0.1, 10); }, {"warmup_cosine", "warmup_steps"}));
+  EXPECT_TRUE(throws_with([&] { nn::warmup_cosine(g.opt, -1, 0.1, 10); }, {"warmup_cosine", "warmup_steps", "-1"}));
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 // atomic saves that never destroy the previous file.
 #include "nn/serialize.h"
 
+#include <sys/wait.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -352,6 +353,18 @@ TEST_F(SerializeTest, CorruptFilesAreClearErrorsAndChangeNothing) {
     expect_error(b, {"truncated", "fc1.weight", "needs"});
   }
   {
+    // A zero dimension beside a huge one: 0 elements, so 0 bytes match, but no strides fit.
+    Bytes b = good;
+    put_le(b, weight.dims, 0, 8);
+    put_le(b, weight.dims + 8, std::uint64_t{1} << 62, 8);
+    put_le(b, weight.nbytes_at, 0, 8);
+    Bytes fixed(b.begin(), b.begin() + static_cast<std::ptrdiff_t>(weight.data));
+    fixed.insert(fixed.end(), b.begin() + static_cast<std::ptrdiff_t>(weight.crc_at), b.end());
+    put_le(fixed, weight.data, crc(fixed, weight.start, weight.data), 4);
+    put_le(fixed, fixed.size() - 4, crc(fixed, 0, fixed.size() - 12), 4);
+    expect_error(fixed, {"fc1.weight", "too large for 64-bit strides"});
+  }
+  {
     Bytes b = good;
     b[weight.dims - 4] = 9;  // unknown dtype code
     expect_error(b, {"unknown dtype code 9"});
@@ -477,7 +490,7 @@ TEST_F(SerializeTest, FailedSaveKeepsThePreviousFile) {
   EXPECT_TRUE(throws_with([&] { nn::save(net, path("no/such/dir/net.rmt")); }, {"no/such/dir", "temporary file"}));
   fs::create_directory(dir_ / "taken");
   fs::create_directory(dir_ / "taken" / "inside");
-  EXPECT_TRUE(throws_with([&] { nn::save(net, path("taken")); }, {"taken", "renaming", "Is a directory"}));
+  EXPECT_TRUE(throws_with([&] { nn::save(net, path("taken")); }, {"taken", "names a directory"}));
   EXPECT_TRUE(fs::is_directory(dir_ / "taken"));
   EXPECT_TRUE(others({"net.rmt", "taken"}).empty());
   // And a successful save does replace the file.
@@ -485,6 +498,34 @@ TEST_F(SerializeTest, FailedSaveKeepsThePreviousFile) {
   EXPECT_NE(read_bytes(p), old);
   nn::load(net, p);
   EXPECT_TRUE(same_state(net, snapshot(changed)));
+}
+
+// A save killed mid-write leaves .NAME.tmp.PID.N behind; the next save of NAME removes those
+// of processes that are gone, and keeps those of live ones (they may still be writing).
+TEST_F(SerializeTest, NextSaveRemovesTemporariesOfDeadWriters) {
+  Net net;
+  const pid_t dead = fork();
+  if (dead == 0) _exit(0);
+  ASSERT_GT(dead, 0);
+  waitpid(dead, nullptr, 0);  // reaped: its PID names no process now
+  const auto stale = dir_ / fmt::format(".net.rmt.tmp.{}.3", dead);
+  const auto live = dir_ / fmt::format(".net.rmt.tmp.{}.0", ::getppid());
+  const auto other = dir_ / fmt::format(".other.rmt.tmp.{}.0", dead);
+  for (const auto& f : {stale, live, other}) write_bytes(f, Bytes(1000, 7));
+  nn::save(net, path("net.rmt"));
+  EXPECT_FALSE(fs::exists(stale));
+  EXPECT_TRUE(fs::exists(live));
+  EXPECT_TRUE(fs::exists(other));  // another target's temporaries are not this save's business
+  fs::remove(live);
+  fs::remove(other);
+  EXPECT_TRUE(others({"net.rmt"}).empty());
+}
+
+TEST_F(SerializeTest, SavePathIsCheckedBeforeAnyWork) {
+  nn::check_save_path(path("fine.rmt"));
+  EXPECT_TRUE(others({}).empty());  // the probe leaves nothing behind
+  EXPECT_TRUE(throws_with([&] { nn::check_save_path(path("no/such/dir/x.rmt")); }, {"cannot save to", "no/such/dir"}));
+  EXPECT_TRUE(throws_with([&] { nn::check_save_path(dir_.string()); }, {"cannot save to", "names a directory"}));
 }
 
 TEST_F(SerializeTest, BadArgumentsToSave) {

@@ -35,6 +35,12 @@ TEST(Budgets, BadTextIsAnError) {
   EXPECT_TRUE(throws_with([] { parse_budget_list("0.2,,0.3"); }, {"empty entry"}));
   EXPECT_TRUE(throws_with([] { parse_budget_list("0.1:1.0:-1"); }, {"step"}));
   EXPECT_TRUE(throws_with([] { parse_budget_list("12 apples"); }, {"apples"}));
+  // Sizes no machine has are errors, not 2^63 bytes from an overflowing conversion.
+  EXPECT_TRUE(throws_with([] { parse_budget("1e30B"); }, {"1e30B", "more than 1 PiB"}));
+  EXPECT_TRUE(throws_with([] { parse_budget("99999999999999999999"); }, {"99999999999999999999", "1 PiB"}));
+  EXPECT_EQ(*parse_budget("1024TiB").bytes, std::size_t{1} << 50);
+  // A step so small that the count of steps is no integer at all.
+  EXPECT_TRUE(throws_with([] { parse_budget_list("0.1:1.0:1e-300"); }, {"too many steps"}));
 }
 
 TEST(Plot, ScriptDrawsOneLinePerHeuristic) {

@@ -100,5 +100,71 @@ TEST(Parse, MalformedLinesNameTheirLine) {
                     {"bad.log:4", "field TIME must be a number"}));
 }
 
+// Sizes and indices are whole numbers in range before they become integers: a size no machine
+// has, a negative or fractional index, or a field of the wrong JSON type is an error naming the
+// line, never a cast (UBSan) or a library exception that ends the program.
+TEST(Parse, NumbersMustBeWholeAndInRange) {
+  auto fails = [](const std::string& text, std::vector<std::string> fragments) {
+    return throws_with([&] { parse_program(text, "bad.log"); }, std::move(fragments));
+  };
+  const std::string x1 = start() + constant("x1");
+  EXPECT_TRUE(fails(start() + R"({"INSTRUCTION":"CONSTANT","NAME":"x1"})" "\n" +
+                        R"({"INSTRUCTION":"MEMORY","NAME":"x1","MEMORY":"1e300"})" "\n",
+                    {"bad.log:3", "field MEMORY must be a whole number from 0 to"}));
+  EXPECT_TRUE(fails(start() + R"({"INSTRUCTION":"CONSTANT","NAME":"x1"})" "\n" +
+                        R"({"INSTRUCTION":"MEMORY","NAME":"x1","MEMORY":12.5})" "\n",
+                    {"bad.log:3", "whole number"}));
+  // Each size is possible, but together they exceed what any machine holds.
+  std::string many = start();
+  for (int i = 0; i < 1100; ++i)
+    many += fmt::format("{{\"INSTRUCTION\":\"CONSTANT\",\"NAME\":\"c{0}\"}}\n"
+                        "{{\"INSTRUCTION\":\"MEMORY\",\"NAME\":\"c{0}\",\"MEMORY\":\"1125899906842624\"}}\n", i);
+  EXPECT_TRUE(fails(many, {"total more than 2^60 bytes"}));
+  const std::string mutate = R"({"INSTRUCTION":"MUTATE","NAME":"add_","ARGS":["x1"],"TIME":"5","MUTATE":[)";
+  EXPECT_TRUE(fails(x1 + mutate + "-1]}\n", {"bad.log:4", "field MUTATE must be a whole number from 0 to 0, got -1"}));
+  EXPECT_TRUE(fails(x1 + mutate + "0.7]}\n", {"bad.log:4", "got 0.7"}));
+  EXPECT_TRUE(fails(x1 + mutate + "1]}\n", {"bad.log:4", "from 0 to 0, got 1"}));
+  EXPECT_TRUE(fails(R"({"INSTRUCTION":"ANNOTATE","ANNOTATION":"START","SOURCE":[1]})" "\n",
+                    {"bad.log:1", "field SOURCE must be a string"}));
+  EXPECT_TRUE(fails(R"({"INSTRUCTION":"ANNOTATE","ANNOTATION":7})" "\n", {"bad.log:1", "field ANNOTATION must be a string"}));
+  EXPECT_TRUE(fails(start() + R"({"INSTRUCTION":"MEMORY","NAME":[2],"MEMORY":"64"})" "\n", {"bad.log:2", "MEMORY line for ?"}));
+}
+
+TEST(Read, DirectoriesEmptyFilesAndLyingZipMembersAreNamedErrors) {
+  const std::string dir = testing::unique_temp_path("remat_read_dir", "");
+  std::filesystem::create_directories(dir);
+  EXPECT_TRUE(throws_with([&] { read_programs(dir); }, {dir, "not a regular file"}));
+  const std::string empty = dir + "/empty.log";
+  std::ofstream(empty).close();
+  EXPECT_TRUE(throws_with([&] { read_programs(empty); }, {empty, "holds no events"}));
+  // A zip whose one member claims 4 GiB but holds 5 stored bytes: refused or cut short at once,
+  // never allocated.  Built by hand: local header, data, central directory, end record.
+  auto le = [](std::string& out, std::uint64_t v, int n) {
+    for (int i = 0; i < n; ++i) out.push_back(static_cast<char>(v >> (8 * i) & 0xff));
+  };
+  auto zip_with_size = [&](std::uint32_t claimed) {
+    const std::string name = "a.log", data = "hello";
+    std::string local, central, z;
+    le(local, 0x04034b50, 4); le(local, 20, 2); le(local, 0, 2); le(local, 0, 2); le(local, 0, 4);
+    le(local, 0, 4); le(local, claimed, 4); le(local, claimed, 4); le(local, name.size(), 2); le(local, 0, 2);
+    local += name + data;
+    le(central, 0x02014b50, 4); le(central, 20, 2); le(central, 20, 2); le(central, 0, 2); le(central, 0, 2);
+    le(central, 0, 4); le(central, 0, 4); le(central, claimed, 4); le(central, claimed, 4);
+    le(central, name.size(), 2); le(central, 0, 2); le(central, 0, 2); le(central, 0, 2); le(central, 0, 2);
+    le(central, 0, 4); le(central, 0, 4);
+    central += name;
+    z = local + central;
+    le(z, 0x06054b50, 4); le(z, 0, 2); le(z, 0, 2); le(z, 1, 2); le(z, 1, 2); le(z, central.size(), 4);
+    le(z, local.size(), 4); le(z, 0, 2);
+    return z;
+  };
+  const std::string big = dir + "/big.zip", small = dir + "/small.zip";
+  std::ofstream(big, std::ios::binary) << zip_with_size(0xffffff00u);
+  std::ofstream(small, std::ios::binary) << zip_with_size(1u << 20);
+  EXPECT_TRUE(throws_with([&] { read_programs(big); }, {big, "a.log", "more than the 1073741824 bytes"}));
+  EXPECT_TRUE(throws_with([&] { read_programs(small); }, {small, "a.log"}));
+  std::filesystem::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace remat::sim

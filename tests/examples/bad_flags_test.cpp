@@ -1,0 +1,99 @@
+// Bad command lines end the programs with a message naming the flag and what it accepts, exit
+// status non-zero, before any training; valid edge cases (one step, no warm-up) run.
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include "nn/mnist.h"
+#include "support/test_util.h"
+
+namespace remat {
+namespace {
+
+struct Outcome {
+  int status = 0;
+  std::string output;
+};
+
+Outcome run(const std::string& program, const std::string& args) {
+  const std::string cmd = program + " " + args + " 2>&1";
+  std::FILE* pipe = popen(cmd.c_str(), "r");
+  if (!pipe) throw Error("cannot run " + cmd);
+  Outcome o;
+  char buf[4096];
+  while (std::fgets(buf, sizeof buf, pipe)) o.output += buf;
+  o.status = pclose(pipe);
+  return o;
+}
+
+const std::string kExamples = REMAT_EXAMPLES_DIR;
+const std::string kResnet = kExamples + "/train_resnet";
+const std::string kSim = kExamples + "/../tools/dtr_sim";
+
+::testing::AssertionResult refused(const std::string& program, const std::string& args,
+                                   std::vector<std::string> fragments) {
+  const Outcome o = run(program, args);
+  if (o.status == 0) return ::testing::AssertionFailure() << args << " was accepted:\n" << o.output;
+  if (o.output.find("Segmentation") != std::string::npos || o.output.find("terminate called") != std::string::npos)
+    return ::testing::AssertionFailure() << args << " crashed:\n" << o.output;
+  for (const auto& f : fragments)
+    if (o.output.find(f) == std::string::npos)
+      return ::testing::AssertionFailure() << args << ": the message lacks '" << f << "':\n" << o.output;
+  return ::testing::AssertionSuccess();
+}
+
+TEST(BadFlags, TrainingFlagsNameTheirRange) {
+  if (!std::filesystem::exists(kResnet)) GTEST_SKIP() << "examples are not built";
+  EXPECT_TRUE(refused(kResnet, "--threads 100000", {"--threads", "from 1 to"}));
+  EXPECT_TRUE(refused(kResnet, "--threads 20000", {"--threads"}));
+  EXPECT_TRUE(refused(kResnet, "--budget 1e30B", {"--budget", "1 PiB"}));
+  EXPECT_TRUE(refused(kResnet, "--budget 99999999999999999999", {"--budget", "1 PiB"}));
+  EXPECT_TRUE(refused(kResnet, "--train-limit -3", {"--train-limit", "from 0 to"}));
+  EXPECT_TRUE(refused(kResnet, "--test-limit -3", {"--test-limit", "from 0 to"}));
+  EXPECT_TRUE(refused(kResnet, "--steps 99999999999999999999", {"--steps", "whole number"}));
+  EXPECT_TRUE(refused(kResnet, "--steps 2.5", {"--steps", "whole number"}));
+  EXPECT_TRUE(refused(kResnet, "--seed -1", {"--seed", "whole number from 0"}));
+  EXPECT_TRUE(refused(kResnet, "--lr 0", {"--lr", "must be a positive number, got '0'"}));
+  EXPECT_TRUE(refused(kResnet, "--lr nan", {"--lr", "positive"}));
+  EXPECT_TRUE(refused(kResnet, "--momentum 1.5", {"--momentum", "from 0 to 1"}));
+  // An unwritable --save fails before training starts, not after it.
+  const Outcome o = run(kResnet, "--save /nonexistent/dir/model.rmt --steps 1000");
+  EXPECT_NE(o.status, 0);
+  EXPECT_NE(o.output.find("cannot save to '/nonexistent/dir/model.rmt'"), std::string::npos) << o.output;
+  EXPECT_EQ(o.output.find("steps of"), std::string::npos) << "training started:\n" << o.output;
+}
+
+TEST(BadFlags, OneStepRuns) {
+  if (!std::filesystem::exists(kResnet)) GTEST_SKIP() << "examples are not built";
+  if (!std::filesystem::exists(nn::kFashionMnistDir)) GTEST_SKIP() << "Fashion-MNIST is not installed";
+  for (const char* args : {"--steps 1", "--steps 3 --warmup 0"}) {
+    const Outcome o = run(kResnet, std::string(args) + " --batch-size 16 --train-limit 64 --test-limit 16 --budget none");
+    EXPECT_EQ(o.status, 0) << args << ":\n" << o.output;
+    EXPECT_NE(o.output.find("\"model\":\"resnet20\""), std::string::npos) << o.output;
+  }
+}
+
+TEST(BadFlags, SimulatorInputsAndFlags) {
+  if (!std::filesystem::exists(kSim)) GTEST_SKIP() << "dtr_sim is not built";
+  const std::string dir = testing::unique_temp_path("remat_bad_sim", "");
+  std::filesystem::create_directories(dir);
+  const std::string log = dir + "/ok.log";
+  std::ofstream(log) << "{\"INSTRUCTION\":\"ANNOTATE\",\"ANNOTATION\":\"START\"}\n"
+                        "{\"INSTRUCTION\":\"CONSTANT\",\"NAME\":\"x\"}\n"
+                        "{\"INSTRUCTION\":\"MEMORY\",\"NAME\":\"x\",\"MEMORY\":\"64\"}\n";
+  EXPECT_TRUE(refused(kSim, "--thrash-limit -1 " + log, {"--thrash-limit", ">= 0"}));
+  EXPECT_TRUE(refused(kSim, "--sample 99999999999999999999 " + log, {"--sample", "whole number"}));
+  EXPECT_TRUE(refused(kSim, "--sample -1 " + log, {"--sample", "whole number"}));
+  EXPECT_TRUE(refused(kSim, "--time-limit -1 " + log, {"--time-limit", "positive"}));
+  EXPECT_TRUE(refused(kSim, dir, {"dtr_sim:", "not a regular file"}));
+  const std::string empty = dir + "/empty.log";
+  std::ofstream(empty).close();
+  EXPECT_TRUE(refused(kSim, empty, {"dtr_sim:", "holds no events"}));
+  const std::string bad = dir + "/bad.log";
+  std::ofstream(bad) << "{\"INSTRUCTION\":\"ANNOTATE\",\"ANNOTATION\":\"START\",\"SOURCE\":[1]}\n";
+  EXPECT_TRUE(refused(kSim, bad, {"dtr_sim:", "bad.log:1", "SOURCE must be a string"}));
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace remat
