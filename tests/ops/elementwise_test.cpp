@@ -147,9 +147,9 @@ TEST(Elementwise, BinaryGradientsWithBroadcasting) {
       {"maximum", [](const Tensor& a, const Tensor& b) { return maximum(a, b); }},
       {"minimum", [](const Tensor& a, const Tensor& b) { return minimum(a, b); }},
   };
-  for (const auto& [name, f] : cases) {
+  for (const auto& [name, op] : cases) {
     Tensor a = leaf64({2, 3, 4}, 5, 0.5, 2), b = leaf64({3, 1}, 6, 0.5, 2);
-    auto fn = [&](const std::vector<Tensor>& in) { return f(in[0], in[1]); };
+    auto fn = [&f = op](const std::vector<Tensor>& in) { return f(in[0], in[1]); };
     EXPECT_TRUE(gradcheck(fn, {a, b})) << name;
     EXPECT_TRUE(gradgradcheck(fn, {a, b})) << name;
   }

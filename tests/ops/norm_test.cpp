@@ -149,7 +149,7 @@ TEST(LayerNorm, GradcheckAndGradgradcheck) {
     for (const bool affine : {true, false}) {
       Tensor x = leaf64(shape, 41, -2, 2);
       Tensor w = leaf64(norm, 42, 0.5, 1.5), b = leaf64(norm, 43);
-      testing::Fn fn = [=](const std::vector<Tensor>& in) {
+      testing::Fn fn = [=, norm = norm](const std::vector<Tensor>& in) {
         return affine ? layer_norm(in[0], norm, in[1], in[2]) : layer_norm(in[0], norm);
       };
       std::vector<Tensor> inputs = affine ? std::vector<Tensor>{x, w, b} : std::vector<Tensor>{x};

@@ -117,7 +117,7 @@ TEST(Softmax, GradcheckAndGradgradcheck) {
        std::vector<Case>{{{3, 4}, 1}, {{3, 4}, 0}, {{2, 3, 2}, 1}, {{2, 2, 3}, -1}}) {
     for (const bool log : {false, true}) {
       Tensor x = leaf64(shape, 11, -2, 2);
-      testing::Fn fn = [dim, log](const std::vector<Tensor>& in) {
+      testing::Fn fn = [dim = dim, log](const std::vector<Tensor>& in) {
         return log ? log_softmax(in[0], dim) : softmax(in[0], dim);
       };
       EXPECT_TRUE(gradcheck(fn, {x})) << "log " << log << " dim " << dim;
