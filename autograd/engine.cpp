@@ -123,7 +123,7 @@ class GraphTask {
     // backward pass so far (for a recurrent model, every earlier time step), so one evicted
     // gradient could pin a chain of released ones.  Frozen, it also frees that history.  With
     // create_graph it stays an ordinary cell, part of the graph being differentiated.
-    if (!GradMode::is_enabled()) slot.storage()->freeze();
+    if (!GradMode::is_enabled()) slot.storage()->freeze(StorageRole::EngineGradient);
   }
 
   std::vector<Tensor> take_buffer(Node* node, NodeState& st) {

@@ -12,8 +12,12 @@ std::atomic<std::uint64_t> g_sequence{0};
 EngineOps g_engine_ops;
 }  // namespace
 
-void set_engine_ops(EngineOps ops) { g_engine_ops = ops; }
-const EngineOps& engine_ops() { return g_engine_ops; }
+void set_engine_ops(EngineOps ops) {
+  g_engine_ops = ops;
+}
+const EngineOps& engine_ops() {
+  return g_engine_ops;
+}
 
 Node::Node(std::vector<Edge> next_edges, std::vector<TensorMeta> output_metas)
     : next_edges_(std::move(next_edges)),
@@ -74,9 +78,8 @@ std::vector<Tensor> OpNode::apply(std::vector<Tensor> grads) {
     REMAT_CHECK(!t.defined() || t.storage()->version() == saved_versions_[i],
                 "{}: {} {} (shape {}) needed for the gradient was modified by an in-place "
                 "operation after it was saved (version {}, now {})",
-                fn_->name(), is_input ? "input" : "output",
-                is_input ? i : i - saved_inputs_.size(), t.shape(), saved_versions_[i],
-                t.storage()->version());
+                fn_->name(), is_input ? "input" : "output", is_input ? i : i - saved_inputs_.size(),
+                t.shape(), saved_versions_[i], t.storage()->version());
   }
   // Slots hold values a checkpoint recreates (its replay runs on the first fetch).  A recreated
   // input takes the history of the original, so a graph of the gradient connects as without
@@ -131,7 +134,7 @@ std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor> grads) {
   if (old.defined()) g = engine_ops().add(old, g);
   // A plain gradient is what the optimizer reads next; recomputing it would replay the whole
   // backward pass, so the cache keeps it.  With create_graph it stays an ordinary cell.
-  if (!GradMode::is_enabled()) g.storage()->freeze();
+  if (!GradMode::is_enabled()) g.storage()->freeze(StorageRole::Gradient);
   leaf.set_grad(g);
   return {};
 }

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "examples/common/flag_checks.h"
 #include "models/resnet.h"
 #include "nn/nn.h"
 #include "remat.h"
@@ -53,7 +54,8 @@ Tensor constant_copy(const Tensor& t) {
 }
 
 // An MLP of `depth` hidden layers; `batch` rows of `in` features.
-Workload make_mlp(std::string name, std::int64_t in, std::int64_t width, int depth, std::int64_t batch) {
+Workload make_mlp(std::string name, std::int64_t in, std::int64_t width, int depth,
+                  std::int64_t batch) {
   Workload w;
   w.name = std::move(name);
   auto net = std::make_shared<nn::Sequential>();
@@ -74,9 +76,13 @@ Workload make_mlp(std::string name, std::int64_t in, std::int64_t width, int dep
 
 // Wide and shallow at a small batch: parameters, gradients and momentum are 0.7 of the peak and
 // never evictable, so budgets below about 0.8 are infeasible.
-Workload make_wide_mlp() { return make_mlp("mlp", 784, 1024, 3, 512); }
+Workload make_wide_mlp() {
+  return make_mlp("mlp", 784, 1024, 3, 512);
+}
 // Deep and narrow at a large batch: activations dominate, as in most training runs.
-Workload make_deep_mlp() { return make_mlp("deep-mlp", 128, 128, 32, 8192); }
+Workload make_deep_mlp() {
+  return make_mlp("deep-mlp", 128, 128, 32, 8192);
+}
 
 Workload make_cnn() {
   Workload w;
@@ -121,8 +127,12 @@ class Sweep {
  public:
   Sweep(std::function<Workload()> make, int warmup, int steps, std::vector<double> fractions,
         bool search_min)
-      : make_(std::move(make)), w_(make_()), warmup_(warmup), steps_(steps),
-        fractions_(std::move(fractions)), search_min_(search_min) {}
+      : make_(std::move(make)),
+        w_(make_()),
+        warmup_(warmup),
+        steps_(steps),
+        fractions_(std::move(fractions)),
+        search_min_(search_min) {}
 
   // The unbudgeted rows (at the start and at the end, to show drift), each listed budget, and
   // the smallest feasible fraction.  Slowdowns are against the median of all unbudgeted steps.
@@ -312,14 +322,17 @@ int main(int argc, char** argv) {
   std::string heuristic = "dtr-eq", cost = "time";
   app.add_option("--model", model, "mlp (wide), deep-mlp, cnn or all")
       ->check(CLI::IsMember({"mlp", "deep-mlp", "cnn", "all"}));
-  app.add_option("--steps", steps, "timed steps per budget")->check(CLI::PositiveNumber);
-  app.add_option("--warmup", warmup, "unbudgeted warm-up steps")->check(CLI::NonNegativeNumber);
-  app.add_option("--threads", threads, "CPU threads")->check(CLI::PositiveNumber);
+  app.add_option("--steps", steps, "timed steps per budget")
+      ->check(examples::whole_in_range(1, 1'000'000));
+  app.add_option("--warmup", warmup, "unbudgeted warm-up steps")
+      ->check(examples::whole_in_range(0, 1'000'000));
+  app.add_option("--threads", threads, "CPU threads")
+      ->check(examples::whole_in_range(1, max_threads()));
   app.add_flag("--keep-graph", keep_graph,
                "keep the step's graph alive through optimizer.step(), as the examples do");
   app.add_option("--fractions", fractions, "budgets as fractions of the unbudgeted peak")
       ->delimiter(',')
-      ->check(CLI::Range(0.0, 1.0));
+      ->check(examples::real_in_range(0, false, 1, "a fraction in (0, 1]"));
   app.add_flag("--no-min", no_min, "skip the search for the smallest feasible budget");
   app.add_option("--heuristic", heuristic, "eviction heuristic");
   app.add_option("--dtr-cost", cost, "cost model: time, flops, bytes or unit");

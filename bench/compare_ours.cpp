@@ -13,6 +13,7 @@
 #include <sstream>
 #include <string>
 
+#include "examples/common/flag_checks.h"
 #include "models/resnet.h"
 #include "nn/nn.h"
 #include "remat.h"
@@ -58,9 +59,10 @@ int main(int argc, char** argv) {
   CLI::App app{
       "Timed training steps of ResNet-32 and an MLP, served on stdin for compare_torch.sh"};
   int threads = 1, warmup = 3;
-  app.add_option("--threads", threads, "CPU threads")->check(CLI::PositiveNumber);
+  app.add_option("--threads", threads, "CPU threads")
+      ->check(examples::whole_in_range(1, max_threads()));
   app.add_option("--warmup", warmup, "untimed steps of each model before \"ready\"")
-      ->check(CLI::NonNegativeNumber);
+      ->check(examples::whole_in_range(0, 1'000'000));
   CLI11_PARSE(app, argc, argv);
 
   try {

@@ -4,24 +4,27 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <charconv>
-#include <string_view>
 #include <atomic>
+#include <charconv>
 #include <cstdlib>
+#include <string_view>
 #include <thread>
 
 #include "core/error.h"
 
 namespace remat {
 namespace {
-int hardware_threads() { return static_cast<int>(std::max(1u, std::thread::hardware_concurrency())); }
+int hardware_threads() {
+  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+}
 int default_threads() {
   if (const char* env = std::getenv("REMAT_NUM_THREADS")) {
     const std::string_view text(env);
     int n = 0;
     const auto r = std::from_chars(text.data(), text.data() + text.size(), n);
-    REMAT_CHECK(r.ec == std::errc() && r.ptr == text.data() + text.size() && n >= 1 && n <= max_threads(),
-                "REMAT_NUM_THREADS='{}': expected a whole number from 1 to {}", text, max_threads());
+    REMAT_CHECK(
+        r.ec == std::errc() && r.ptr == text.data() + text.size() && n >= 1 && n <= max_threads(),
+        "REMAT_NUM_THREADS='{}': expected a whole number from 1 to {}", text, max_threads());
     return n;
   }
   return std::max(1, hardware_threads() / 2);
@@ -39,12 +42,15 @@ int num_threads() {
 }
 
 // More threads than this only add contention; tens of thousands exhaust the OpenMP runtime.
-int max_threads() { return 4 * hardware_threads(); }
+int max_threads() {
+  return 4 * hardware_threads();
+}
 
 void set_num_threads(int n) {
-  REMAT_CHECK(n >= 1 && n <= max_threads(),
-              "set_num_threads: expected a thread count from 1 to {} (4 x the {} hardware threads), got {}",
-              max_threads(), hardware_threads(), n);
+  REMAT_CHECK(
+      n >= 1 && n <= max_threads(),
+      "set_num_threads: expected a thread count from 1 to {} (4 x the {} hardware threads), got {}",
+      max_threads(), hardware_threads(), n);
   g_threads = n;
   omp_set_num_threads(n);
 }

@@ -42,8 +42,8 @@ Shape broadcast_shapes(std::string_view op, const Shape& a, const Shape& b) {
     const std::int64_t da = i < n - a.size() ? 1 : a[i - (n - a.size())];
     const std::int64_t db = i < n - b.size() ? 1 : b[i - (n - b.size())];
     REMAT_CHECK(da == db || da == 1 || db == 1,
-                "{}: shapes {} and {} cannot be broadcast together (dim {}: {} vs {})", op, a, b,
-                i, da, db);
+                "{}: shapes {} and {} cannot be broadcast together (dim {}: {} vs {})", op, a, b, i,
+                da, db);
     out[i] = da == 1 ? db : da;
   }
   return out;
@@ -51,8 +51,9 @@ Shape broadcast_shapes(std::string_view op, const Shape& a, const Shape& b) {
 
 std::int64_t wrap_dim(std::string_view op, std::int64_t dim, std::int64_t ndim) {
   const std::int64_t lo = ndim == 0 ? -1 : -ndim, hi = ndim == 0 ? 0 : ndim - 1;
-  REMAT_CHECK(dim >= lo && dim <= hi, "{}: dim {} out of range for a {}-D tensor (expected [{}, {}])",
-              op, dim, ndim, lo, hi);
+  REMAT_CHECK(dim >= lo && dim <= hi,
+              "{}: dim {} out of range for a {}-D tensor (expected [{}, {}])", op, dim, ndim, lo,
+              hi);
   return dim < 0 ? dim + std::max<std::int64_t>(ndim, 1) : dim;
 }
 

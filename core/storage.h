@@ -8,6 +8,16 @@
 
 namespace remat {
 
+// What a storage holds, as far as the layers above know; OutOfBudget breaks down the bytes that
+// cannot be evicted by it.  Set by nn (parameters, optimizer state) and autograd (gradients).
+enum class StorageRole : std::uint8_t {
+  Other,
+  Parameter,
+  Gradient,
+  EngineGradient,
+  OptimizerState
+};
+
 class Storage {
  public:
   virtual ~Storage() = default;
@@ -21,7 +31,8 @@ class Storage {
   // Keeps the bytes resident for as long as the storage lives, no longer recomputable: for
   // values every later step needs anyway (accumulated gradients), whose recomputation chain
   // would be the whole backward pass.
-  virtual void freeze() {}
+  virtual void freeze(StorageRole role = StorageRole::Other) { (void)role; }
+  virtual void set_role(StorageRole) {}
   // Counts in-place writes, so autograd can tell that a saved tensor was modified.
   virtual std::uint64_t version() const { return 0; }
   // True only for a checkpoint replay's placeholder: metadata without data.  Every other

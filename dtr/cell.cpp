@@ -8,14 +8,18 @@
 namespace remat {
 
 Cell::Cell(Pool& pool, std::size_t nbytes, std::uint64_t id)
-    : pool_(pool), nbytes_(nbytes), id_(id) {}
+    : pool_(pool), nbytes_(nbytes), id_(id) {
+  pool_.on_cell_created(*this);
+}
 
 Cell::~Cell() {
   pool_.on_cell_destroyed(*this);
   if (record_) release_later(std::move(record_));
 }
 
-Device Cell::device() const { return pool_.device(); }
+Device Cell::device() const {
+  return pool_.device();
+}
 
 void* Cell::resident_data() {
   if (pool_.trace()) pool_.trace()->access(*this);
@@ -27,12 +31,13 @@ void Cell::mark_mutated() {
   // A write through an element accessor changes the bytes the record would recompute: readers
   // of the old value get their own copy, and this cell can no longer be recomputed.
   if (pool_.trace()) pool_.trace()->write(*this);
-  if (has_live_dependents()) pool_.copy_on_write(*this);
+  if (has_live_dependents() && !pool_.freeze_readers(*this)) pool_.copy_on_write(*this);
   pool_.make_constant(*this);
   ++version_;
 }
 
-void Cell::freeze() {
+void Cell::freeze(StorageRole role) {
+  if (role != StorageRole::Other) role_ = role;
   if (pool_.trace()) pool_.trace()->pin(*this);
   pool_.ensure_resident(*this, "freeze");
   pool_.make_constant(*this);  // the value does not change: dependents may still replay

@@ -29,15 +29,19 @@ struct Record {
   double seconds = 0;    // measured kernel time of this call
   double time_cost = 0;  // the time cost model's estimate (KernelTimes, or set by the caller)
   double flops = 0;
-  double bytes = 0;    // bytes read and written
+  double bytes = 0;  // bytes read and written
   std::uint64_t id = 0;
 
   double cost(CostModel model) const {
     switch (model) {
-      case CostModel::Time: return time_cost > 0 ? time_cost : seconds;
-      case CostModel::Flops: return flops;
-      case CostModel::Bytes: return bytes;
-      case CostModel::Unit: return 1;
+      case CostModel::Time:
+        return time_cost > 0 ? time_cost : seconds;
+      case CostModel::Flops:
+        return flops;
+      case CostModel::Bytes:
+        return bytes;
+      case CostModel::Unit:
+        return 1;
     }
     return 1;
   }
@@ -63,7 +67,9 @@ class Cell final : public Storage, public std::enable_shared_from_this<Cell> {
   std::size_t nbytes() const override { return nbytes_; }
   void* resident_data() override;
   void mark_mutated() override;
-  void freeze() override;
+  void freeze(StorageRole role = StorageRole::Other) override;
+  void set_role(StorageRole role) override { role_ = role; }
+  StorageRole role() const { return role_; }
 
   std::uint64_t id() const { return id_; }
   CellState state() const { return state_; }
@@ -103,6 +109,8 @@ class Cell final : public Storage, public std::enable_shared_from_this<Cell> {
   std::uint64_t last_access_ = 0;
   std::uint64_t version_ = 0;
   bool unreplayable_ = false;
+  StorageRole role_ = StorageRole::Other;
+  std::size_t cell_index_ = 0;  // in the pool's list of live cells
   std::vector<std::weak_ptr<Cell>> dependents_;
   std::size_t prune_at_ = 8;
   std::size_t candidate_index_ = std::numeric_limits<std::size_t>::max();

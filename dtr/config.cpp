@@ -8,8 +8,8 @@
 
 namespace remat {
 namespace {
-constexpr std::string_view kHeuristicNames[] = {"dtr", "dtr-eq", "dtr-local", "lru",
-                                                "largest", "msps", "estar", "random"};
+constexpr std::string_view kHeuristicNames[] = {"dtr",     "dtr-eq", "dtr-local", "lru",
+                                                "largest", "msps",   "estar",     "random"};
 constexpr std::string_view kPolicyNames[] = {"eager-evict", "banish", "ignore"};
 constexpr std::string_view kCostNames[] = {"time", "flops", "bytes", "unit"};
 constexpr double kMaxBudgetBytes = 1125899906842624.0;  // 2^50: beyond any machine, far below 2^63
@@ -24,18 +24,30 @@ E from_name(std::string_view what, std::string_view name, const std::string_view
 }
 }  // namespace
 
-std::string_view heuristic_name(Heuristic h) { return kHeuristicNames[static_cast<int>(h)]; }
-Heuristic heuristic_from_name(std::string_view n) { return from_name<Heuristic>("heuristic", n, kHeuristicNames); }
+std::string_view heuristic_name(Heuristic h) {
+  return kHeuristicNames[static_cast<int>(h)];
+}
+Heuristic heuristic_from_name(std::string_view n) {
+  return from_name<Heuristic>("heuristic", n, kHeuristicNames);
+}
 const std::vector<Heuristic>& all_heuristics() {
-  static const std::vector<Heuristic> all = {Heuristic::Dtr, Heuristic::DtrEq, Heuristic::DtrLocal,
-                                             Heuristic::Lru, Heuristic::Largest, Heuristic::Msps,
-                                             Heuristic::EStar, Heuristic::Random};
+  static const std::vector<Heuristic> all = {
+      Heuristic::Dtr,     Heuristic::DtrEq, Heuristic::DtrLocal, Heuristic::Lru,
+      Heuristic::Largest, Heuristic::Msps,  Heuristic::EStar,    Heuristic::Random};
   return all;
 }
-std::string_view policy_name(DeallocPolicy p) { return kPolicyNames[static_cast<int>(p)]; }
-DeallocPolicy policy_from_name(std::string_view n) { return from_name<DeallocPolicy>("deallocation policy", n, kPolicyNames); }
-std::string_view cost_model_name(CostModel c) { return kCostNames[static_cast<int>(c)]; }
-CostModel cost_model_from_name(std::string_view n) { return from_name<CostModel>("cost model", n, kCostNames); }
+std::string_view policy_name(DeallocPolicy p) {
+  return kPolicyNames[static_cast<int>(p)];
+}
+DeallocPolicy policy_from_name(std::string_view n) {
+  return from_name<DeallocPolicy>("deallocation policy", n, kPolicyNames);
+}
+std::string_view cost_model_name(CostModel c) {
+  return kCostNames[static_cast<int>(c)];
+}
+CostModel cost_model_from_name(std::string_view n) {
+  return from_name<CostModel>("cost model", n, kCostNames);
+}
 
 std::optional<std::size_t> BudgetSpec::resolve(std::size_t peak) const {
   if (bytes) return bytes;
@@ -62,9 +74,11 @@ BudgetSpec parse_budget(std::string_view text) {
               text);
   std::string unit(end);
   while (!unit.empty() && unit.front() == ' ') unit.erase(unit.begin());
-  const bool has_point = std::string_view(begin, end - begin).find_first_of(".e") != std::string_view::npos;
+  const bool has_point =
+      std::string_view(begin, end - begin).find_first_of(".e") != std::string_view::npos;
   if (unit.empty() && has_point) {
-    REMAT_CHECK(value <= 1.0, "budget '{}': a fraction must lie in (0, 1]; for bytes write an integer or a unit",
+    REMAT_CHECK(value <= 1.0,
+                "budget '{}': a fraction must lie in (0, 1]; for bytes write an integer or a unit",
                 text);
     return {std::nullopt, value};
   }
@@ -72,16 +86,25 @@ BudgetSpec parse_budget(std::string_view text) {
     std::string_view name;
     double scale;
   };
-  static constexpr Unit units[] = {{"", 1},      {"b", 1},        {"kb", 1e3},         {"mb", 1e6},
-                                   {"gb", 1e9},  {"tb", 1e12},    {"kib", 1024.0},     {"mib", 1048576.0},
-                                   {"gib", 1073741824.0}, {"tib", 1099511627776.0}, {"k", 1024.0},
-                                   {"m", 1048576.0}, {"g", 1073741824.0}};
+  static constexpr Unit units[] = {{"", 1},
+                                   {"b", 1},
+                                   {"kb", 1e3},
+                                   {"mb", 1e6},
+                                   {"gb", 1e9},
+                                   {"tb", 1e12},
+                                   {"kib", 1024.0},
+                                   {"mib", 1048576.0},
+                                   {"gib", 1073741824.0},
+                                   {"tib", 1099511627776.0},
+                                   {"k", 1024.0},
+                                   {"m", 1048576.0},
+                                   {"g", 1073741824.0}};
   for (const auto& u : units) {
     if (unit == u.name) {
       const double bytes = value * u.scale;
       REMAT_CHECK(bytes >= 1, "budget '{}' is below one byte", text);
-      REMAT_CHECK(bytes <= kMaxBudgetBytes, "budget '{}' is more than 1 PiB (2^50 bytes), more than any machine has",
-                  text);
+      REMAT_CHECK(bytes <= kMaxBudgetBytes,
+                  "budget '{}' is more than 1 PiB (2^50 bytes), more than any machine has", text);
       return {static_cast<std::size_t>(std::llround(bytes)), std::nullopt};
     }
   }

@@ -25,8 +25,8 @@ CostModel cost_model_from_name(std::string_view name);
 
 // A parsed --budget value: none, an absolute byte count, or a fraction of the unbudgeted peak.
 struct BudgetSpec {
-  std::optional<std::size_t> bytes;
-  std::optional<double> fraction;
+  std::optional<std::size_t> bytes = std::nullopt;
+  std::optional<double> fraction = std::nullopt;
   bool none() const { return !bytes && !fraction; }
   // Bytes for a given unbudgeted peak (fractions), or the absolute value.
   std::optional<std::size_t> resolve(std::size_t unbudgeted_peak) const;
@@ -38,7 +38,7 @@ struct BudgetSpec {
 BudgetSpec parse_budget(std::string_view text);
 
 struct DtrConfig {
-  std::optional<std::size_t> budget;  // unlimited when empty
+  std::optional<std::size_t> budget = std::nullopt;  // unlimited when empty
   Heuristic heuristic = Heuristic::DtrEq;
   DeallocPolicy policy = DeallocPolicy::EagerEvict;
   CostModel cost = CostModel::Time;
@@ -48,6 +48,9 @@ struct DtrConfig {
   // every candidate.  In replays of the prototype's logs 256 samples match a full scan, while
   // 64 thrashed on InceptionV4 and the LSTM at 0.3 of the peak where a full scan did not.
   std::size_t sample = 0;
+  // For tests: after every op call, evict every cell that can be evicted, so each later read
+  // rematerializes and any replay that differs from its first run shows.
+  bool evict_after_every_op = false;
 };
 
 }  // namespace remat

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <unordered_set>
 
 #include "core/error.h"
 #include "core/release.h"
@@ -63,6 +64,7 @@ void Pool::configure(const DtrConfig& config) {
 }
 
 void Pool::set_budget(std::optional<std::size_t> bytes) {
+  pending_fraction_.reset();  // an explicit budget replaces a fraction not yet resolved
   const auto old = config_.budget;
   config_.budget = bytes;
   total_.budget = bytes;
@@ -76,6 +78,30 @@ void Pool::set_budget(std::optional<std::size_t> bytes) {
   }
 }
 
+void Pool::set_budget_fraction(double fraction, int measure_step) {
+  REMAT_CHECK(fraction > 0 && fraction <= 1,
+              "set_budget_fraction: the fraction must lie in (0, 1], got {}", fraction);
+  REMAT_CHECK(measure_step >= 1, "set_budget_fraction: measure_step must be >= 1, got {}",
+              measure_step);
+  set_budget(std::nullopt);
+  pending_fraction_ = fraction;
+  steps_until_measured_ = measure_step;
+  measured_peak_.reset();
+  if (measure_step == 1) reset_peak();
+}
+
+std::optional<std::size_t> Pool::end_step() {
+  if (!pending_fraction_) return std::nullopt;
+  if (--steps_until_measured_ == 1) reset_peak();  // the next step is the one measured
+  if (steps_until_measured_ > 0) return std::nullopt;
+  measured_peak_ = peak_resident_bytes_;
+  const auto bytes = static_cast<std::size_t>(
+      std::floor(*pending_fraction_ * static_cast<double>(*measured_peak_)));
+  pending_fraction_.reset();
+  set_budget(bytes);
+  return bytes;
+}
+
 // ---------------------------------------------------------------- accounting
 
 // Unsigned arithmetic throughout: sizes are byte counts, never differences.
@@ -85,7 +111,9 @@ void Pool::add_resident(std::size_t bytes) {
   if (resident_bytes_ > total_.peak_resident_bytes) total_.peak_resident_bytes = resident_bytes_;
 }
 
-void Pool::sub_resident(std::size_t bytes) { resident_bytes_ -= bytes; }
+void Pool::sub_resident(std::size_t bytes) {
+  resident_bytes_ -= bytes;
+}
 
 std::size_t Pool::pinned_bytes() const {
   // Everything resident that cannot be evicted right now: pinned cells and constants.
@@ -135,13 +163,17 @@ Cell* Pool::choose_victim() {
   const std::size_t n = candidates_.size();
   if (n == 0) return nullptr;
   std::size_t k = config_.sample;
-  if (k == 0) k = std::max<std::size_t>(256, static_cast<std::size_t>(std::ceil(2 * std::sqrt(static_cast<double>(n)))));
+  if (k == 0)
+    k = std::max<std::size_t>(
+        256, static_cast<std::size_t>(std::ceil(2 * std::sqrt(static_cast<double>(n)))));
   Cell* best = nullptr;
   double best_score = 0;
   auto consider = [&](Cell* c) {
     if (c->pins_ > 0) return;
-    const double s = Heuristics::score(*this, *c, best ? best_score : std::numeric_limits<double>::infinity());
-    if (!best || s < best_score || (s == best_score && c->id_ < best->id_)) best = c, best_score = s;
+    const double s =
+        Heuristics::score(*this, *c, best ? best_score : std::numeric_limits<double>::infinity());
+    if (!best || s < best_score || (s == best_score && c->id_ < best->id_))
+      best = c, best_score = s;
   };
   if (k >= n) {
     for (Cell* c : candidates_) consider(c);
@@ -171,9 +203,10 @@ void Pool::make_room(std::size_t bytes, std::string_view op) {
     const std::size_t held = resident_bytes_ + cached + bytes - (reuse ? cls : 0);
     if (held <= budget) return;
     const std::size_t excess = held - budget;
-    if (cached - (reuse ? cls : 0) > 0 && allocator_.release_cached(excess, reuse ? cls : 0) > 0) continue;
+    if (cached - (reuse ? cls : 0) > 0 && allocator_.release_cached(excess, reuse ? cls : 0) > 0)
+      continue;
     Cell* victim = choose_victim();
-    if (!victim) throw OutOfBudget(std::string(op), bytes, pinned_bytes(), budget);
+    if (!victim) throw OutOfBudget(std::string(op), bytes, budget, unevictable_bytes());
     evict(*victim);
   }
 }
@@ -247,6 +280,11 @@ void Pool::record_call(const std::shared_ptr<Record>& record,
   if (record->time_cost == 0 && config_.cost == CostModel::Time)
     record->time_cost = kernel_times_.observe(*record, record->seconds);
   if (trace_) trace_->call(*record, outputs);
+  if (config_.evict_after_every_op) {
+    const std::vector<Cell*> all = candidates_;  // evict() edits the vector
+    for (Cell* c : all)
+      if (c->pins_ == 0) evict(*c);
+  }
 }
 
 void Pool::pin(Cell& cell, std::string_view op) {
@@ -254,7 +292,9 @@ void Pool::pin(Cell& cell, std::string_view op) {
   ++cell.pins_;
 }
 
-void Pool::unpin(Cell& cell) { --cell.pins_; }
+void Pool::unpin(Cell& cell) {
+  --cell.pins_;
+}
 
 void Pool::ensure_resident(Cell& target, std::string_view op) {
   target.last_access_ = tick();
@@ -272,10 +312,12 @@ void Pool::ensure_resident(Cell& target, std::string_view op) {
   };
   auto check = [&](Cell& c) {
     REMAT_CHECK(c.state_ != CellState::Banished && c.record_,
-                "{}: cell {} ({} bytes) was freed for good and cannot be recomputed", op, c.id_, c.nbytes_);
-    REMAT_CHECK(!c.unreplayable_,
-                "{}: cell {} ({} bytes) cannot be recomputed: an input of its producer {} was banished",
-                op, c.id_, c.nbytes_, c.record_->producer->name());
+                "{}: cell {} ({} bytes) was freed for good and cannot be recomputed", op, c.id_,
+                c.nbytes_);
+    REMAT_CHECK(
+        !c.unreplayable_,
+        "{}: cell {} ({} bytes) cannot be recomputed: an input of its producer {} was banished", op,
+        c.id_, c.nbytes_, c.record_->producer->name());
   };
   try {
     check(target);
@@ -301,7 +343,8 @@ void Pool::ensure_resident(Cell& target, std::string_view op) {
       }
       // Keep what is already resident for this record while the rest is rebuilt.
       for (const auto& in : r.inputs) {
-        if (in->resident() && std::find(f.pinned.begin(), f.pinned.end(), in.get()) == f.pinned.end()) {
+        if (in->resident() &&
+            std::find(f.pinned.begin(), f.pinned.end(), in.get()) == f.pinned.end()) {
           ++in->pins_;
           in->last_access_ = tick();
           f.pinned.push_back(in.get());
@@ -358,7 +401,8 @@ void Pool::replay(Record& r, std::string_view op) {
         out_args[i] = {&r.output_metas[i], outs[i].scratch.ptr};
       }
     }
-    for (std::size_t i = 0; i < r.inputs.size(); ++i) in_args[i] = {&r.input_metas[i], r.inputs[i]->block_.ptr};
+    for (std::size_t i = 0; i < r.inputs.size(); ++i)
+      in_args[i] = {&r.input_metas[i], r.inputs[i]->block_.ptr};
     const auto t0 = Clock::now();
     r.producer->execute(in_args, out_args);
     const double seconds = seconds_since(t0);
@@ -406,6 +450,7 @@ std::shared_ptr<Cell> Pool::begin_write(Cell& cell, bool overwrite, std::string_
   if (trace_) trace_->begin_write(overwrite);
   pin(cell, op);
   if (!cell.has_live_dependents()) return nullptr;  // nothing can replay from the old value
+  if (freeze_readers(cell)) return nullptr;         // nor can it now
   try {
     if (!overwrite) {
       copy_on_write(cell);
@@ -436,6 +481,41 @@ void Pool::finish_write(Cell& cell, const Record& mutation) {
   ++total_.executions;
   total_.compute_seconds += mutation.seconds;
   if (trace_) trace_->mutate(mutation, cell);
+}
+
+bool Pool::freeze_readers(Cell& cell) {
+  constexpr std::size_t kMaxWalk = 4096;  // past this, copying is the cheaper bookkeeping
+  std::vector<std::shared_ptr<Cell>> stack, freeze, drop;
+  std::unordered_set<const Cell*> seen;
+  auto push_readers = [&](const Cell& c) {
+    for (const auto& w : c.dependents_) {
+      auto d = w.lock();
+      if (d && d->record_ && d->state_ != CellState::Banished && seen.insert(d.get()).second)
+        stack.push_back(std::move(d));
+    }
+  };
+  // Walk down from the cell through evicted readers that no tensor holds (eager eviction keeps
+  // them only so that their own readers can be recomputed) to the resident readers beyond.
+  std::size_t bytes = 0;  // what becomes unevictable instead of the copy
+  push_readers(cell);
+  while (!stack.empty()) {
+    if (seen.size() > kMaxWalk) return false;
+    auto d = std::move(stack.back());
+    stack.pop_back();
+    if (d->resident()) {
+      bytes += d->nbytes_;
+      if (bytes >= cell.nbytes_) return false;
+      freeze.push_back(std::move(d));
+    } else {
+      if (d->has_handles()) return false;  // a tensor may read it: it must stay recomputable
+      push_readers(*d);
+      drop.push_back(std::move(d));
+    }
+  }
+  for (const auto& d : freeze) make_constant(*d);
+  for (const auto& d : drop) banish(*d);  // nothing is left that could need it
+  cell.dependents_.clear();
+  return true;
 }
 
 void Pool::copy_on_write(Cell& cell) {
@@ -545,15 +625,59 @@ void Pool::on_last_handle(Cell& cell) {
   }
 }
 
+void Pool::on_cell_created(Cell& cell) {
+  cell.cell_index_ = cells_.size();
+  cells_.push_back(&cell);
+}
+
 void Pool::on_cell_destroyed(Cell& cell) {
   if (cell.state_ == CellState::Resident) free_buffer(cell, CellState::Banished);
   remove_candidate(cell);
+  Cell* last = cells_.back();
+  cells_[cell.cell_index_] = last;
+  last->cell_index_ = cell.cell_index_;
+  cells_.pop_back();
+}
+
+UnevictableBytes Pool::unevictable_bytes() const {
+  UnevictableBytes u;
+  for (const Cell* c : cells_) {
+    if (!c->resident()) continue;
+    if (c->pins_ > 0) {
+      u.pinned += c->nbytes_;
+      continue;
+    }
+    if (c->candidate_index_ != std::numeric_limits<std::size_t>::max()) continue;  // evictable
+    switch (c->role_) {
+      case StorageRole::Parameter:
+        u.parameters += c->nbytes_;
+        break;
+      case StorageRole::Gradient:
+        u.gradients += c->nbytes_;
+        break;
+      case StorageRole::EngineGradient:
+        u.engine_gradients += c->nbytes_;
+        break;
+      case StorageRole::OptimizerState:
+        u.optimizer_state += c->nbytes_;
+        break;
+      case StorageRole::Other:
+        u.constants += c->nbytes_;
+        break;
+    }
+  }
+  u.cached = allocator_.cached_bytes();
+  return u;
 }
 
 // ---------------------------------------------------------------- trace
 
-void Pool::start_trace(const std::string& path) { trace_ = std::make_unique<Trace>(path); }
-void Pool::stop_trace() { trace_.reset(); }
+void Pool::start_trace(const std::string& path) {
+  trace_ = std::make_unique<Trace>(path);
+}
+void Pool::stop_trace() {
+  trace_.reset();
+}
 void Pool::annotate(std::string_view text) {
   if (trace_) trace_->annotate(text);
 }

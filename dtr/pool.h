@@ -34,9 +34,20 @@ class Pool {
   const DtrConfig& config() const { return config_; }
   void configure(const DtrConfig& config);
   // Unlimited when empty.  Lowering the budget evicts at once; throws OutOfBudget (and keeps
-  // the old budget) when the unevictable cells alone exceed it.
+  // the old budget) when the unevictable cells alone exceed it.  Cancels a pending fraction.
   void set_budget(std::optional<std::size_t> bytes);
   std::optional<std::size_t> budget() const { return config_.budget; }
+  // A budget that is a fraction of the unbudgeted steady-state peak.  The pool runs unbudgeted
+  // until the end of step `measure_step` (end_step() marks the end of each training step; the
+  // first step also creates the optimizer's state, so the second is the first steady one), then
+  // sets the budget to floor(fraction x that step's peak resident bytes).
+  // Usage: pool.set_budget_fraction(0.4); for (...) { train_step(); pool.end_step(); }
+  void set_budget_fraction(double fraction, int measure_step = 2);
+  // Marks the end of a training step.  Returns the budget when this call resolved a pending
+  // fraction (it may throw OutOfBudget then, as set_budget does).
+  std::optional<std::size_t> end_step();
+  // The peak a fractional budget was resolved from, once it was.
+  std::optional<std::size_t> measured_peak() const { return measured_peak_; }
   void set_heuristic(Heuristic h) { config_.heuristic = h; }
   void set_policy(DeallocPolicy p) { config_.policy = p; }
   void set_cost_model(CostModel c) { config_.cost = c; }
@@ -66,6 +77,11 @@ class Pool {
   // writes a fresh buffer; otherwise the bytes are copied and nullptr is returned (the kernel
   // runs in place).  finish_write unpins, turns the cell into a constant (it can no longer be
   // recomputed by its record) and bumps its version.
+  // Before any copy: the readers of the old value, followed through evicted readers that no
+  // tensor holds, end in resident cells.  When none of the evicted ones is held and the resident
+  // ones hold fewer bytes than the cell, those are frozen instead (constants with their exact
+  // values) and the evicted ones dropped for good, so nothing can replay from the old value:
+  // an optimizer step taken while the step's loss is alive, PyTorch's idiom, copies no parameter.
   std::shared_ptr<Cell> begin_write(Cell& cell, bool overwrite, std::string_view op);
   void finish_write(Cell& cell, const Record& mutation);
   // The cell's bytes were changed in place: it can no longer be recomputed by its record.
@@ -88,6 +104,8 @@ class Pool {
   // Starts a new peak measurement from the current resident bytes.
   void reset_peak() { peak_resident_bytes_ = resident_bytes_; }
   std::size_t pinned_bytes() const;
+  // What the resident cells that cannot be evicted now hold, by role (OutOfBudget reports it).
+  UnevictableBytes unevictable_bytes() const;
   std::size_t resident_cells() const { return resident_cells_; }
   std::size_t evictable_cells() const { return candidates_.size(); }
   DtrStats stats() const;        // since the last reset_stats()
@@ -109,6 +127,8 @@ class Pool {
   void materialize(Cell& cell, std::string_view op);
   void free_buffer(Cell& cell, CellState next);
   void on_last_handle(Cell& cell);
+  bool freeze_readers(Cell& cell);
+  void on_cell_created(Cell& cell);
   void on_cell_destroyed(Cell& cell);
   void make_room(std::size_t bytes, std::string_view op);
   void replay(Record& record, std::string_view op);
@@ -129,12 +149,16 @@ class Pool {
   DtrStats window_base_;
   std::size_t window_peak_ = 0;
   std::vector<Cell*> candidates_;  // resident, replayable cells: the eviction candidates
+  std::vector<Cell*> cells_;       // every live cell, for reports
   std::uint64_t cell_ids_ = 0;
   std::uint64_t record_ids_ = 0;
   std::uint64_t clock_ = 0;
   std::uint64_t rng_state_ = 0;
   std::unique_ptr<Trace> trace_;
   KernelTimes kernel_times_;
+  std::optional<double> pending_fraction_;  // set_budget_fraction, until resolved
+  int steps_until_measured_ = 0;
+  std::optional<std::size_t> measured_peak_;
 };
 
 }  // namespace remat

@@ -7,8 +7,8 @@
 namespace remat {
 
 struct DtrStats {
-  std::uint64_t calls = 0;               // op calls recorded
-  std::uint64_t executions = 0;          // kernel runs: calls plus replays
+  std::uint64_t calls = 0;       // op calls recorded
+  std::uint64_t executions = 0;  // kernel runs: calls plus replays
   std::uint64_t evictions = 0;
   std::uint64_t rematerializations = 0;  // record replays
   std::uint64_t metadata_accesses = 0;   // cells scored or walked by the heuristic
@@ -17,7 +17,7 @@ struct DtrStats {
   double search_seconds = 0;             // choosing victims
   double bookkeeping_seconds = 0;        // the rest of the cache's own work
   std::size_t peak_resident_bytes = 0;
-  std::optional<std::size_t> budget;
+  std::optional<std::size_t> budget = std::nullopt;
 
   DtrStats since(const DtrStats& base) const {
     DtrStats d = *this;

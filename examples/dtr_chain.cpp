@@ -2,11 +2,10 @@
 // forward and backward under a budget of B tensors.  The chain's op is user code written through
 // the same public Op registration the framework's own ops use (examples/common/chain_ops.h).
 // Usage: dtr_chain --length 1024 --budget-tensors 64 --heuristic estar
+#include <CLI/CLI.hpp>
 #include <cmath>
 #include <cstdio>
 #include <limits>
-
-#include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
 #include "examples/common/chain_ops.h"
@@ -28,8 +27,10 @@ int main(int argc, char** argv) {
   app.add_option("--heuristic", heuristic, "eviction heuristic");
   app.add_option("--policy", policy, "deallocation policy");
   app.add_option("--seed", seed, "seed for sampling and the random heuristic")
-      ->check(examples::whole_in_range<std::uint64_t>(0, std::numeric_limits<std::uint64_t>::max()));
-  app.add_option("--sample", sample, "candidates scored per eviction (0: the pool's default, max(256, 2 sqrt(n)))")
+      ->check(
+          examples::whole_in_range<std::uint64_t>(0, std::numeric_limits<std::uint64_t>::max()));
+  app.add_option("--sample", sample,
+                 "candidates scored per eviction (0: the pool's default, max(256, 2 sqrt(n)))")
       ->check(examples::whole_in_range<std::size_t>(0, 1'000'000'000));
   CLI11_PARSE(app, argc, argv);
 
@@ -60,9 +61,12 @@ int main(int argc, char** argv) {
         {"rematerializations", s.rematerializations},
         {"evictions", s.evictions},
         {"executions_per_op", static_cast<double>(s.executions) / static_cast<double>(length)},
-        {"peak_resident_tensors", static_cast<double>(s.peak_resident_bytes) / static_cast<double>(tensor_bytes)},
+        {"peak_resident_tensors",
+         static_cast<double>(s.peak_resident_bytes) / static_cast<double>(tensor_bytes)},
         {"metadata_accesses", s.metadata_accesses},
-        {"gradient_ok", std::abs(x.grad().at<float>({0}) - std::ldexp(1.0f, -static_cast<int>(std::min<std::int64_t>(length, 149)))) <= 1e-30f},
+        {"gradient_ok", std::abs(x.grad().at<float>({0}) -
+                                 std::ldexp(1.0f, -static_cast<int>(std::min<std::int64_t>(
+                                                      length, 149)))) <= 1e-30f},
     };
     std::printf("%s\n", out.dump().c_str());
   } catch (const OutOfBudget& e) {

@@ -1,10 +1,9 @@
 // Trains a multi-layer perceptron on Fashion-MNIST (or, with --random-data, on a random
 // classification task whose labels come from a fixed random "teacher") under a DTR budget.
 // Usage: train_mlp --epochs 1 --hidden 1024 --layers 2 --budget 0.5 [--random-data]
+#include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstdio>
-
-#include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
 #include "examples/common/dtr_flags.h"
@@ -43,16 +42,21 @@ int main(int argc, char** argv) {
       auto make = [&](std::int64_t n, std::uint64_t s) {
         Tensor x = randn({n, 784}, {.seed = s});
         Tensor teacher = randn({784, 10}, {.seed = f.seed + 1000});
-        return std::make_shared<nn::HostDataset>(nn::TensorDataset(x, argmax(matmul(x, teacher), 1)));
+        return std::make_shared<nn::HostDataset>(
+            nn::TensorDataset(x, argmax(matmul(x, teacher), 1)));
       };
       train_set = make(f.train_limit > 0 ? f.train_limit : 8192, f.seed + 1);
       test_set = make(f.test_limit > 0 ? f.test_limit : 2048, f.seed + 2);
     } else {
       // The data stays in host memory; only batches enter the budgeted pool.
-      train_set = std::make_shared<nn::HostDataset>(nn::load_fashion_mnist(f.data_dir, nn::Split::Train, limit(f.train_limit)));
-      test_set = std::make_shared<nn::HostDataset>(nn::load_fashion_mnist(f.data_dir, nn::Split::Test, limit(f.test_limit)));
+      train_set = std::make_shared<nn::HostDataset>(
+          nn::load_fashion_mnist(f.data_dir, nn::Split::Train, limit(f.train_limit)));
+      test_set = std::make_shared<nn::HostDataset>(
+          nn::load_fashion_mnist(f.data_dir, nn::Split::Test, limit(f.test_limit)));
     }
-    nn::DataLoader train_loader(train_set, {.batch_size = f.batch_size, .shuffle = true, .drop_last = true, .seed = f.seed});
+    nn::DataLoader train_loader(
+        train_set,
+        {.batch_size = f.batch_size, .shuffle = true, .drop_last = true, .seed = f.seed});
     nn::DataLoader test_loader(test_set, {.batch_size = f.batch_size});
 
     auto model = std::make_shared<nn::Sequential>();
@@ -91,9 +95,12 @@ int main(int argc, char** argv) {
         optimizer.step();
         ++step;
         dtr.after_step(pool);
-        const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+        const double ms =
+            std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
+                .count();
         train_ms += ms;
-        progress.update(step, loss_value, acc, static_cast<double>(f.batch_size) * 1e3 / ms, pool.resident_bytes());
+        progress.update(step, loss_value, acc, static_cast<double>(f.batch_size) * 1e3 / ms,
+                        pool.resident_bytes());
       }
     }
     progress.finish();
@@ -111,13 +118,14 @@ int main(int argc, char** argv) {
       nn::save(*model, f.save_path);
       nn::save(optimizer, f.save_path + ".optim");
     }
-    nlohmann::json summary = {{"model", f.model},
-                              {"steps", step},
-                              {"final_loss", loss_value},
-                              {"train_accuracy", acc},
-                              {"test_accuracy", seen > 0 ? correct / seen : 0.0},
-                              {"ms_per_step", step > 0 ? train_ms / static_cast<double>(step) : 0.0},
-                              {"threads", f.threads}};
+    nlohmann::json summary = {
+        {"model", f.model},
+        {"steps", step},
+        {"final_loss", loss_value},
+        {"train_accuracy", acc},
+        {"test_accuracy", seen > 0 ? correct / seen : 0.0},
+        {"ms_per_step", step > 0 ? train_ms / static_cast<double>(step) : 0.0},
+        {"threads", f.threads}};
     summary.update(dtr_json);
     std::printf("%s\n", summary.dump().c_str());
   } catch (const std::exception& e) {

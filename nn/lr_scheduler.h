@@ -1,7 +1,8 @@
 // Learning-rate schedules as torch.optim.lr_scheduler (PyTorch 1.13): StepLR, CosineAnnealingLR,
 // LinearLR (linear warm-up) and SequentialLR to hand over from one to the next.  Constructing one
 // sets the optimizer's lr for epoch 0; step() after each epoch (or iteration) moves it on.
-// Usage: auto sched = nn::warmup_cosine(opt, /*warmup_steps=*/5, /*start_factor=*/0.1, /*T_max=*/95);
+// Usage: auto sched = nn::warmup_cosine(opt, /*warmup_steps=*/5, /*start_factor=*/0.1,
+// /*T_max=*/95);
 //        for (...) { train_one_epoch(); opt.step(); sched->step(); }
 #pragma once
 #include <cstdint>
@@ -118,7 +119,8 @@ class SequentialLR : public LRScheduler {
 // Linear warm-up from start_factor * lr over warmup_steps steps, then cosine annealing to
 // eta_min over T_max steps: SequentialLR(LinearLR, CosineAnnealingLR) with milestone warmup_steps.
 // warmup_steps == 0 gives the cosine schedule alone.
-std::shared_ptr<SequentialLR> warmup_cosine(Optimizer& optimizer, std::int64_t warmup_steps, double start_factor,
-                                            std::int64_t T_max, double eta_min = 0);
+std::shared_ptr<SequentialLR> warmup_cosine(Optimizer& optimizer, std::int64_t warmup_steps,
+                                            double start_factor, std::int64_t T_max,
+                                            double eta_min = 0);
 
 }  // namespace remat::nn

@@ -100,6 +100,7 @@ Tensor Module::register_parameter(std::string name, Tensor value, bool requires_
   // A parameter is a leaf of its own: whatever history the given tensor had is dropped.
   Tensor p = detach(value);
   p.set_requires_grad(requires_grad);
+  p.storage()->set_role(StorageRole::Parameter);
   params_.emplace_back(std::move(name), p);
   return p;
 }

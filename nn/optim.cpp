@@ -28,7 +28,8 @@ bool parse_index(std::string_view s, std::size_t& out) {
 }
 
 // Splits "prefix.<index>.<rest>" (rest may contain dots); false when it does not have that form.
-bool split_indexed(std::string_view key, std::string_view prefix, std::size_t& index, std::string& rest) {
+bool split_indexed(std::string_view key, std::string_view prefix, std::size_t& index,
+                   std::string& rest) {
   if (key.substr(0, prefix.size()) != prefix) return false;
   key.remove_prefix(prefix.size());
   const auto dot = key.find('.');
@@ -37,17 +38,21 @@ bool split_indexed(std::string_view key, std::string_view prefix, std::size_t& i
   return !rest.empty();
 }
 
-bool is_scalar_of(const Tensor& t, DType dtype) { return t.defined() && t.dtype() == dtype && t.dim() == 0; }
+bool is_scalar_of(const Tensor& t, DType dtype) {
+  return t.defined() && t.dtype() == dtype && t.dim() == 0;
+}
 
-void check_flag(std::string_view who, const std::map<std::string, double>& v, const std::string& key) {
+void check_flag(std::string_view who, const std::map<std::string, double>& v,
+                const std::string& key) {
   const double x = v.at(key);
   REMAT_CHECK(x == 0 || x == 1, "{}: {} must be 0 or 1 (a flag), got {}", who, key, x);
 }
 
 // The Adam update shared by Adam and AdamW (torch.optim.adam._single_tensor_adam and
 // adamw._single_tensor_adamw in PyTorch 1.13).
-void adam_update(const Tensor& param, const Tensor& grad_in, ParamState& state, double lr, double beta1,
-                 double beta2, double eps, double weight_decay, bool amsgrad, bool decoupled) {
+void adam_update(const Tensor& param, const Tensor& grad_in, ParamState& state, double lr,
+                 double beta1, double beta2, double eps, double weight_decay, bool amsgrad,
+                 bool decoupled) {
   Tensor grad = grad_in;
   if (decoupled) {
     mul_(param, 1 - lr * weight_decay);
@@ -85,8 +90,8 @@ void adam_update(const Tensor& param, const Tensor& grad_in, ParamState& state, 
 
 template <class O>
 std::map<std::string, double> adam_hyperparameters(const O& o) {
-  return {{"lr", o.lr},       {"beta1", o.betas.first},        {"beta2", o.betas.second},
-          {"eps", o.eps},     {"weight_decay", o.weight_decay}, {"amsgrad", o.amsgrad ? 1.0 : 0.0}};
+  return {{"lr", o.lr},   {"beta1", o.betas.first},         {"beta2", o.betas.second},
+          {"eps", o.eps}, {"weight_decay", o.weight_decay}, {"amsgrad", o.amsgrad ? 1.0 : 0.0}};
 }
 
 template <class O>
@@ -103,14 +108,15 @@ O adam_options_from(std::string_view who, const std::map<std::string, double>& v
 
 template <class O>
 void validate_adam(std::string_view who, const O& o) {
-  REMAT_CHECK(o.lr >= 0 && std::isfinite(o.lr), "{}: invalid learning rate {} (must be >= 0)", who, o.lr);
+  REMAT_CHECK(o.lr >= 0 && std::isfinite(o.lr), "{}: invalid learning rate {} (must be >= 0)", who,
+              o.lr);
   REMAT_CHECK(o.eps >= 0 && std::isfinite(o.eps), "{}: invalid eps {} (must be >= 0)", who, o.eps);
-  REMAT_CHECK(o.betas.first >= 0 && o.betas.first < 1, "{}: invalid beta1 {} (must be in [0, 1))", who,
-              o.betas.first);
-  REMAT_CHECK(o.betas.second >= 0 && o.betas.second < 1, "{}: invalid beta2 {} (must be in [0, 1))", who,
-              o.betas.second);
-  REMAT_CHECK(o.weight_decay >= 0 && std::isfinite(o.weight_decay), "{}: invalid weight_decay {} (must be >= 0)",
-              who, o.weight_decay);
+  REMAT_CHECK(o.betas.first >= 0 && o.betas.first < 1, "{}: invalid beta1 {} (must be in [0, 1))",
+              who, o.betas.first);
+  REMAT_CHECK(o.betas.second >= 0 && o.betas.second < 1, "{}: invalid beta2 {} (must be in [0, 1))",
+              who, o.betas.second);
+  REMAT_CHECK(o.weight_decay >= 0 && std::isfinite(o.weight_decay),
+              "{}: invalid weight_decay {} (must be >= 0)", who, o.weight_decay);
 }
 
 }  // namespace
@@ -122,16 +128,20 @@ void Optimizer::add_group(std::vector<Tensor> params) {
   for (std::size_t i = 0; i < params.size(); ++i) {
     const Tensor& p = params[i];
     REMAT_CHECK(p.defined(), "{}: parameter {} of the new group is an undefined tensor", name(), i);
-    REMAT_CHECK(is_floating(p.dtype()), "{}: parameter {} (shape {}) is {}; only floating-point tensors can be optimized",
+    REMAT_CHECK(is_floating(p.dtype()),
+                "{}: parameter {} (shape {}) is {}; only floating-point tensors can be optimized",
                 name(), i, p.shape(), p.dtype());
-    REMAT_CHECK(p.is_leaf(), "{}: parameter {} (shape {}) is not a leaf tensor; optimize the leaf it was computed from",
-                name(), i, p.shape());
+    REMAT_CHECK(
+        p.is_leaf(),
+        "{}: parameter {} (shape {}) is not a leaf tensor; optimize the leaf it was computed from",
+        name(), i, p.shape());
     for (std::size_t j = 0; j < i; ++j)
-      REMAT_CHECK(!same(params[j], p), "{}: parameter {} appears twice in the group (also at {})", name(), i, j);
+      REMAT_CHECK(!same(params[j], p), "{}: parameter {} appears twice in the group (also at {})",
+                  name(), i, j);
     for (std::size_t g = 0; g < groups_.size(); ++g)
       for (const Tensor& q : groups_[g].params)
-        REMAT_CHECK(!same(q, p), "{}: parameter {} (shape {}) is already in parameter group {}", name(), i,
-                    p.shape(), g);
+        REMAT_CHECK(!same(q, p), "{}: parameter {} (shape {}) is already in parameter group {}",
+                    name(), i, p.shape(), g);
   }
   Group group;
   group.state.resize(params.size());
@@ -147,9 +157,10 @@ void Optimizer::step() {
       const Tensor& p = group.params[i];
       const Tensor grad = p.grad();
       if (!grad.defined()) continue;
-      REMAT_CHECK(grad.shape() == p.shape() && grad.dtype() == p.dtype(),
-                  "{}.step: parameter {} of group {} is {} of shape {} but its gradient is {} of shape {}", name(), i,
-                  g, p.dtype(), p.shape(), grad.dtype(), grad.shape());
+      REMAT_CHECK(
+          grad.shape() == p.shape() && grad.dtype() == p.dtype(),
+          "{}.step: parameter {} of group {} is {} of shape {} but its gradient is {} of shape {}",
+          name(), i, g, p.dtype(), p.shape(), grad.dtype(), grad.shape());
       // A failed first update must not leave an empty state behind that reads as "updated".
       ParamState fresh;
       ParamState& state = group.state[i] ? *group.state[i] : fresh;
@@ -161,6 +172,8 @@ void Optimizer::step() {
         throw;
       }
       if (!group.state[i]) group.state[i] = std::move(fresh);
+      for (auto& [key, t] : group.state[i]->buffers)
+        t.storage()->set_role(StorageRole::OptimizerState);
     }
   }
 }
@@ -171,14 +184,16 @@ void Optimizer::zero_grad(bool set_to_none) {
     for (const Tensor& p : group.params) {
       const Tensor grad = p.grad();
       if (!grad.defined()) continue;
-      if (set_to_none) p.set_grad(Tensor());
-      else zero_(grad);
+      if (set_to_none)
+        p.set_grad(Tensor());
+      else
+        zero_(grad);
     }
 }
 
 const std::vector<Tensor>& Optimizer::params(std::size_t group) const {
-  REMAT_CHECK(group < groups_.size(), "{}: no parameter group {} (the optimizer has {})", name(), group,
-              groups_.size());
+  REMAT_CHECK(group < groups_.size(), "{}: no parameter group {} (the optimizer has {})", name(),
+              group, groups_.size());
   return groups_[group].params;
 }
 
@@ -205,7 +220,8 @@ void Optimizer::set_initial_lr(std::size_t group, double lr) {
 
 const ParamState* Optimizer::state(std::size_t group, std::size_t index) const {
   const auto& ps = params(group);
-  REMAT_CHECK(index < ps.size(), "{}: group {} has {} parameters, asked for {}", name(), group, ps.size(), index);
+  REMAT_CHECK(index < ps.size(), "{}: group {} has {} parameters, asked for {}", name(), group,
+              ps.size(), index);
   const auto& s = groups_[group].state[index];
   return s ? &*s : nullptr;
 }
@@ -220,13 +236,16 @@ std::map<std::string, Tensor> Optimizer::state_dict() const {
     out[fmt::format("param_groups.{}.params", g)] =
         arange(static_cast<double>(n), static_cast<double>(n + count), 1, {.dtype = DType::Int64});
     for (const auto& [key, value] : hyperparameters(g))
-      out[fmt::format("param_groups.{}.{}", g, key)] = scalar_tensor(value, {.dtype = DType::Float64});
+      out[fmt::format("param_groups.{}.{}", g, key)] =
+          scalar_tensor(value, {.dtype = DType::Float64});
     if (group.initial_lr)
-      out[fmt::format("param_groups.{}.initial_lr", g)] = scalar_tensor(*group.initial_lr, {.dtype = DType::Float64});
+      out[fmt::format("param_groups.{}.initial_lr", g)] =
+          scalar_tensor(*group.initial_lr, {.dtype = DType::Float64});
     for (std::size_t i = 0; i < group.params.size(); ++i, ++n) {
       if (!group.state[i]) continue;
       const ParamState& s = *group.state[i];
-      out[fmt::format("state.{}.step", n)] = scalar_tensor(static_cast<double>(s.step), {.dtype = DType::Int64});
+      out[fmt::format("state.{}.step", n)] =
+          scalar_tensor(static_cast<double>(s.step), {.dtype = DType::Int64});
       for (const auto& [key, t] : s.buffers) out[fmt::format("state.{}.{}", n, key)] = t;
     }
   }
@@ -256,18 +275,22 @@ void Optimizer::load_state_dict(const std::map<std::string, Tensor>& sd) {
     std::string rest;
     REMAT_CHECK(t.defined(), "{}: entry '{}' is an undefined tensor", who, key);
     if (key.rfind("optimizer.", 0) == 0) {
-      REMAT_CHECK(key == header, "{}: the state is for optimizer '{}', not {}", who, key.substr(10), name());
-      REMAT_CHECK(is_scalar_of(t, DType::Int64) && t.item<std::int64_t>() == 1,
-                  "{}: entry '{}' must be an int64 scalar holding layout version 1, got {} of shape {}", who, key,
-                  t.dtype(), t.shape());
+      REMAT_CHECK(key == header, "{}: the state is for optimizer '{}', not {}", who, key.substr(10),
+                  name());
+      REMAT_CHECK(
+          is_scalar_of(t, DType::Int64) && t.item<std::int64_t>() == 1,
+          "{}: entry '{}' must be an int64 scalar holding layout version 1, got {} of shape {}",
+          who, key, t.dtype(), t.shape());
       have_header = true;
     } else if (split_indexed(key, "param_groups.", index, rest)) {
-      REMAT_CHECK(index < groups_.size(), "{}: entry '{}' is for parameter group {}, but the optimizer has {} groups",
-                  who, key, index, groups_.size());
+      REMAT_CHECK(index < groups_.size(),
+                  "{}: entry '{}' is for parameter group {}, but the optimizer has {} groups", who,
+                  key, index, groups_.size());
       group_entries[index][rest] = t;
     } else if (split_indexed(key, "state.", index, rest)) {
-      REMAT_CHECK(index < where.size(), "{}: entry '{}' is for parameter {}, but the optimizer has {} parameters",
-                  who, key, index, where.size());
+      REMAT_CHECK(index < where.size(),
+                  "{}: entry '{}' is for parameter {}, but the optimizer has {} parameters", who,
+                  key, index, where.size());
       state_entries[index][rest] = t;
     } else {
       REMAT_THROW("{}: unexpected entry '{}'", who, key);
@@ -286,28 +309,29 @@ void Optimizer::load_state_dict(const std::map<std::string, Tensor>& sd) {
     REMAT_CHECK(pit != entries.end(), "{}: missing entry 'param_groups.{}.params'", who, g);
     const Tensor& ids = pit->second;
     REMAT_CHECK(ids.dtype() == DType::Int64 && ids.dim() == 1,
-                "{}: entry 'param_groups.{}.params' must be a 1-D int64 tensor, got {} of shape {}", who, g,
-                ids.dtype(), ids.shape());
+                "{}: entry 'param_groups.{}.params' must be a 1-D int64 tensor, got {} of shape {}",
+                who, g, ids.dtype(), ids.shape());
     REMAT_CHECK(static_cast<std::size_t>(ids.numel()) == count,
-                "{}: parameter group {} has {} parameters in the state but {} in the optimizer", who, g, ids.numel(),
-                count);
+                "{}: parameter group {} has {} parameters in the state but {} in the optimizer",
+                who, g, ids.numel(), count);
     const auto values = ids.to_vector<std::int64_t>();
     for (std::size_t i = 0; i < count; ++i)
       REMAT_CHECK(values[i] == static_cast<std::int64_t>(first + i),
-                  "{}: parameter group {} lists parameter {} at position {}, expected {}", who, g, values[i], i,
-                  first + i);
+                  "{}: parameter group {} lists parameter {} at position {}, expected {}", who, g,
+                  values[i], i, first + i);
     first += count;
     entries.erase(pit);
 
     const auto expected = hyperparameters(g);
     for (const auto& [key, t] : entries) {
-      REMAT_CHECK(expected.count(key) || key == "initial_lr", "{}: unexpected entry 'param_groups.{}.{}'", who, g,
-                  key);
+      REMAT_CHECK(expected.count(key) || key == "initial_lr",
+                  "{}: unexpected entry 'param_groups.{}.{}'", who, g, key);
       REMAT_CHECK(is_scalar_of(t, DType::Float64),
-                  "{}: entry 'param_groups.{}.{}' must be a float64 scalar, got {} of shape {}", who, g, key,
-                  t.dtype(), t.shape());
+                  "{}: entry 'param_groups.{}.{}' must be a float64 scalar, got {} of shape {}",
+                  who, g, key, t.dtype(), t.shape());
       const double v = t.item<double>();
-      REMAT_CHECK(std::isfinite(v), "{}: entry 'param_groups.{}.{}' is not finite ({})", who, g, key, v);
+      REMAT_CHECK(std::isfinite(v), "{}: entry 'param_groups.{}.{}' is not finite ({})", who, g,
+                  key, v);
       if (key == "initial_lr") {
         REMAT_CHECK(v >= 0, "{}: entry 'param_groups.{}.initial_lr' is negative ({})", who, g, v);
         initial[g] = v;
@@ -344,11 +368,13 @@ void Optimizer::load_state_dict(const std::map<std::string, Tensor>& sd) {
       REMAT_CHECK(s.step >= 0, "{}: entry 'state.{}.step' is negative ({})", who, n, s.step);
       for (const auto& [key, t] : entries) {
         if (key == "step") continue;
-        const bool known = std::find(spec.required.begin(), spec.required.end(), key) != spec.required.end() ||
-                           std::find(spec.optional.begin(), spec.optional.end(), key) != spec.optional.end();
+        const bool known =
+            std::find(spec.required.begin(), spec.required.end(), key) != spec.required.end() ||
+            std::find(spec.optional.begin(), spec.optional.end(), key) != spec.optional.end();
         REMAT_CHECK(known, "{}: unexpected entry 'state.{}.{}'", who, n, key);
         REMAT_CHECK(t.dtype() == p.dtype() && t.shape() == p.shape(),
-                    "{}: entry 'state.{}.{}' is {} of shape {}, but parameter {} (group {}, index {}) is {} of shape {}",
+                    "{}: entry 'state.{}.{}' is {} of shape {}, but parameter {} (group {}, index "
+                    "{}) is {} of shape {}",
                     who, n, key, t.dtype(), t.shape(), n, g, i, p.dtype(), p.shape());
         s.buffers[key] = clone(t);
       }
@@ -382,7 +408,8 @@ void OptimizerWithOptions<Options>::set_options(std::size_t group, const Options
 }
 
 template <class Options>
-void OptimizerWithOptions<Options>::add_param_group(std::vector<Tensor> params, const Options& options) {
+void OptimizerWithOptions<Options>::add_param_group(std::vector<Tensor> params,
+                                                    const Options& options) {
   validate(options);
   add_group(std::move(params));
   options_.push_back(options);
@@ -402,17 +429,22 @@ template class OptimizerWithOptions<AdamWOptions>;
 // ---------------------------------------------------------------------------------------- SGD
 
 void validate(const SGDOptions& o) {
-  REMAT_CHECK(o.lr >= 0 && std::isfinite(o.lr), "SGD: invalid learning rate {} (must be >= 0)", o.lr);
-  REMAT_CHECK(o.momentum >= 0 && std::isfinite(o.momentum), "SGD: invalid momentum {} (must be >= 0)", o.momentum);
+  REMAT_CHECK(o.lr >= 0 && std::isfinite(o.lr), "SGD: invalid learning rate {} (must be >= 0)",
+              o.lr);
+  REMAT_CHECK(o.momentum >= 0 && std::isfinite(o.momentum),
+              "SGD: invalid momentum {} (must be >= 0)", o.momentum);
   REMAT_CHECK(std::isfinite(o.dampening), "SGD: invalid dampening {}", o.dampening);
-  REMAT_CHECK(o.weight_decay >= 0 && std::isfinite(o.weight_decay), "SGD: invalid weight_decay {} (must be >= 0)",
-              o.weight_decay);
+  REMAT_CHECK(o.weight_decay >= 0 && std::isfinite(o.weight_decay),
+              "SGD: invalid weight_decay {} (must be >= 0)", o.weight_decay);
   REMAT_CHECK(!o.nesterov || (o.momentum > 0 && o.dampening == 0),
-              "SGD: Nesterov momentum requires a momentum > 0 and zero dampening (got momentum {}, dampening {})",
+              "SGD: Nesterov momentum requires a momentum > 0 and zero dampening (got momentum {}, "
+              "dampening {})",
               o.momentum, o.dampening);
 }
 
-SGD::SGD(std::vector<Tensor> params, const SGDOptions& options) { add_param_group(std::move(params), options); }
+SGD::SGD(std::vector<Tensor> params, const SGDOptions& options) {
+  add_param_group(std::move(params), options);
+}
 
 std::map<std::string, double> SGD::hyperparameters(std::size_t group) const {
   const SGDOptions& o = options(group);
@@ -423,7 +455,8 @@ std::map<std::string, double> SGD::hyperparameters(std::size_t group) const {
           {"nesterov", o.nesterov ? 1.0 : 0.0}};
 }
 
-void SGD::set_hyperparameters(std::size_t group, const std::map<std::string, double>& v, bool check_only) {
+void SGD::set_hyperparameters(std::size_t group, const std::map<std::string, double>& v,
+                              bool check_only) {
   check_flag("SGD", v, "nesterov");
   const SGDOptions o{.lr = v.at("lr"),
                      .momentum = v.at("momentum"),
@@ -453,16 +486,23 @@ void SGD::update(std::size_t group, const Tensor& param, const Tensor& grad, Par
 
 // --------------------------------------------------------------------------------- Adam, AdamW
 
-void validate(const AdamOptions& o) { validate_adam("Adam", o); }
-void validate(const AdamWOptions& o) { validate_adam("AdamW", o); }
+void validate(const AdamOptions& o) {
+  validate_adam("Adam", o);
+}
+void validate(const AdamWOptions& o) {
+  validate_adam("AdamW", o);
+}
 
-Adam::Adam(std::vector<Tensor> params, const AdamOptions& options) { add_param_group(std::move(params), options); }
+Adam::Adam(std::vector<Tensor> params, const AdamOptions& options) {
+  add_param_group(std::move(params), options);
+}
 
 std::map<std::string, double> Adam::hyperparameters(std::size_t group) const {
   return adam_hyperparameters(options(group));
 }
 
-void Adam::set_hyperparameters(std::size_t group, const std::map<std::string, double>& v, bool check_only) {
+void Adam::set_hyperparameters(std::size_t group, const std::map<std::string, double>& v,
+                               bool check_only) {
   const auto o = adam_options_from<AdamOptions>("Adam", v);
   validate(o);
   if (!check_only) set_options(group, o);
@@ -470,7 +510,8 @@ void Adam::set_hyperparameters(std::size_t group, const std::map<std::string, do
 
 void Adam::update(std::size_t group, const Tensor& param, const Tensor& grad, ParamState& state) {
   const AdamOptions& o = options_[group];
-  adam_update(param, grad, state, o.lr, o.betas.first, o.betas.second, o.eps, o.weight_decay, o.amsgrad,
+  adam_update(param, grad, state, o.lr, o.betas.first, o.betas.second, o.eps, o.weight_decay,
+              o.amsgrad,
               /*decoupled=*/false);
 }
 
@@ -482,7 +523,8 @@ std::map<std::string, double> AdamW::hyperparameters(std::size_t group) const {
   return adam_hyperparameters(options(group));
 }
 
-void AdamW::set_hyperparameters(std::size_t group, const std::map<std::string, double>& v, bool check_only) {
+void AdamW::set_hyperparameters(std::size_t group, const std::map<std::string, double>& v,
+                                bool check_only) {
   const auto o = adam_options_from<AdamWOptions>("AdamW", v);
   validate(o);
   if (!check_only) set_options(group, o);
@@ -490,7 +532,8 @@ void AdamW::set_hyperparameters(std::size_t group, const std::map<std::string, d
 
 void AdamW::update(std::size_t group, const Tensor& param, const Tensor& grad, ParamState& state) {
   const AdamWOptions& o = options_[group];
-  adam_update(param, grad, state, o.lr, o.betas.first, o.betas.second, o.eps, o.weight_decay, o.amsgrad,
+  adam_update(param, grad, state, o.lr, o.betas.first, o.betas.second, o.eps, o.weight_decay,
+              o.amsgrad,
               /*decoupled=*/true);
 }
 

@@ -62,12 +62,20 @@ std::uint32_t crc_update(std::uint32_t crc, const void* data, std::size_t n) {
   return crc;
 }
 
-std::uint8_t dtype_code(DType t) { return static_cast<std::uint8_t>(t); }
+std::uint8_t dtype_code(DType t) {
+  return static_cast<std::uint8_t>(t);
+}
 bool dtype_from_code(std::uint8_t code, DType& out) {
   switch (code) {
-    case 0: out = DType::Float32; return true;
-    case 1: out = DType::Float64; return true;
-    case 2: out = DType::Int64; return true;
+    case 0:
+      out = DType::Float32;
+      return true;
+    case 1:
+      out = DType::Float64;
+      return true;
+    case 2:
+      out = DType::Int64;
+      return true;
   }
   return false;
 }
@@ -84,7 +92,8 @@ void put_le(std::vector<unsigned char>& out, T value) {
   static_assert(std::is_integral_v<T>);
   using U = std::make_unsigned_t<T>;
   U u = static_cast<U>(value);
-  for (std::size_t i = 0; i < sizeof(T); ++i) out.push_back(static_cast<unsigned char>((u >> (8 * i)) & 0xff));
+  for (std::size_t i = 0; i < sizeof(T); ++i)
+    out.push_back(static_cast<unsigned char>((u >> (8 * i)) & 0xff));
 }
 
 template <class T>
@@ -95,10 +104,14 @@ T get_le(const unsigned char* p) {
   return static_cast<T>(u);
 }
 
-std::string errno_text(int err) { return std::strerror(err); }
+std::string errno_text(int err) {
+  return std::strerror(err);
+}
 
 // ".NAME.tmp." : the prefix of every temporary file a save of NAME creates (then PID.N).
-std::string temp_prefix(const std::filesystem::path& target) { return "." + target.filename().string() + ".tmp."; }
+std::string temp_prefix(const std::filesystem::path& target) {
+  return "." + target.filename().string() + ".tmp.";
+}
 
 // Removes temporaries of `target` left by saves whose process was killed: those named
 // .NAME.tmp.PID.N whose PID is not a running process.  Temporaries of live processes (this
@@ -115,10 +128,12 @@ void remove_stale_temporaries(const std::string& dir, const std::filesystem::pat
     if (dot == std::string_view::npos) continue;
     const auto p = std::from_chars(rest.data(), rest.data() + dot, pid);
     const auto q = std::from_chars(rest.data() + dot + 1, rest.data() + rest.size(), n);
-    if (p.ec != std::errc() || p.ptr != rest.data() + dot || q.ec != std::errc() || q.ptr != rest.data() + rest.size())
+    if (p.ec != std::errc() || p.ptr != rest.data() + dot || q.ec != std::errc() ||
+        q.ptr != rest.data() + rest.size())
       continue;
     if (pid <= 0 || pid > std::numeric_limits<pid_t>::max() || pid == ::getpid()) continue;
-    if (::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH) continue;  // alive, or not ours to judge
+    if (::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH)
+      continue;  // alive, or not ours to judge
     std::error_code ignored;
     std::filesystem::remove(it->path(), ignored);
   }
@@ -168,7 +183,8 @@ class AtomicWriter {
     while (n > 0) {
       const std::size_t len = std::min(n, kChunk);
       fault_point("write", written_);
-      if (std::fwrite(p, 1, len, file_) != len) REMAT_THROW("write to '{}' failed: {}", tmp_, errno_text(errno));
+      if (std::fwrite(p, 1, len, file_) != len)
+        REMAT_THROW("write to '{}' failed: {}", tmp_, errno_text(errno));
       written_ += len;
       p += len;
       n -= len;
@@ -180,7 +196,8 @@ class AtomicWriter {
   void commit() {
     if (std::fflush(file_) != 0) REMAT_THROW("flushing '{}' failed: {}", tmp_, errno_text(errno));
     fault_point("fsync", written_);
-    if (::fsync(::fileno(file_)) != 0) REMAT_THROW("fsync of '{}' failed: {}", tmp_, errno_text(errno));
+    if (::fsync(::fileno(file_)) != 0)
+      REMAT_THROW("fsync of '{}' failed: {}", tmp_, errno_text(errno));
     const int rc = std::fclose(file_);
     file_ = nullptr;
     if (rc != 0) REMAT_THROW("closing '{}' failed: {}", tmp_, errno_text(errno));
@@ -223,9 +240,15 @@ void write_record(AtomicWriter& out, const std::string& name, const Tensor& t) {
     // No op runs until the bytes are written, so the pointer stays valid.
     const void* data = nullptr;
     switch (c.dtype()) {
-      case DType::Float32: data = c.data_ptr<float>(); break;
-      case DType::Float64: data = c.data_ptr<double>(); break;
-      case DType::Int64: data = c.data_ptr<std::int64_t>(); break;
+      case DType::Float32:
+        data = c.data_ptr<float>();
+        break;
+      case DType::Float64:
+        data = c.data_ptr<double>();
+        break;
+      case DType::Int64:
+        data = c.data_ptr<std::int64_t>();
+        break;
     }
     if constexpr (std::endian::native == std::endian::little) {
       crc = crc_update(crc, data, nbytes);
@@ -273,15 +296,18 @@ class Reader {
   // Reads n bytes or fails naming what was being read and where the file ends.
   void read(void* dst, std::size_t n, std::string_view what) {
     if (n > remaining())
-      fail("truncated file: {} needs {} bytes at offset {}, but the file ends at {}", what, n, offset_, size_);
-    if (n > 0 && std::fread(dst, 1, n, file_) != n) fail("read error at offset {} ({}): {}", offset_, what, errno_text(errno));
+      fail("truncated file: {} needs {} bytes at offset {}, but the file ends at {}", what, n,
+           offset_, size_);
+    if (n > 0 && std::fread(dst, 1, n, file_) != n)
+      fail("read error at offset {} ({}): {}", offset_, what, errno_text(errno));
     crc_ = crc_update(crc_, dst, n);
     record_crc_ = crc_update(record_crc_, dst, n);
     offset_ += n;
   }
   std::vector<unsigned char> read(std::size_t n, std::string_view what) {
     if (n > remaining())
-      fail("truncated file: {} needs {} bytes at offset {}, but the file ends at {}", what, n, offset_, size_);
+      fail("truncated file: {} needs {} bytes at offset {}, but the file ends at {}", what, n,
+           offset_, size_);
     std::vector<unsigned char> buf(n);
     read(buf.data(), n, what);
     return buf;
@@ -319,13 +345,15 @@ void set_save_fault_hook(SaveFaultHook hook) {
 void save_state(const std::string& path, const std::map<std::string, Tensor>& tensors) {
   for (const auto& [name, t] : tensors) {
     REMAT_CHECK(!name.empty() && name.size() <= kMaxNameBytes,
-                "save_state('{}'): tensor names must have 1 to {} bytes, got one of {}", path, kMaxNameBytes,
-                name.size());
+                "save_state('{}'): tensor names must have 1 to {} bytes, got one of {}", path,
+                kMaxNameBytes, name.size());
     REMAT_CHECK(t.defined(), "save_state('{}'): tensor '{}' is undefined", path, name);
-    REMAT_CHECK(static_cast<std::size_t>(t.dim()) <= kMaxDims, "save_state('{}'): tensor '{}' has {} dims (at most {})",
-                path, name, t.dim(), kMaxDims);
-    REMAT_CHECK(t.device().is_cpu(), "save_state('{}'): tensor '{}' is on {}; only CPU tensors can be saved", path,
-                name, t.device());
+    REMAT_CHECK(static_cast<std::size_t>(t.dim()) <= kMaxDims,
+                "save_state('{}'): tensor '{}' has {} dims (at most {})", path, name, t.dim(),
+                kMaxDims);
+    REMAT_CHECK(t.device().is_cpu(),
+                "save_state('{}'): tensor '{}' is on {}; only CPU tensors can be saved", path, name,
+                t.device());
   }
   try {
     NoGradGuard no_grad;
@@ -358,7 +386,8 @@ std::map<std::string, Tensor> load_state(const std::string& path) {
   // The version comes first: a later version may lay out the rest of the header differently.
   in.read(header + 8, 4, "the format version");
   const auto version = get_le<std::uint32_t>(header + 8);
-  if (version != kVersion) in.fail("unsupported format version {} (this build reads version {})", version, kVersion);
+  if (version != kVersion)
+    in.fail("unsupported format version {} (this build reads version {})", version, kVersion);
   in.read(header + 12, kHeaderBytes - 12, "the header");
   const auto flags = get_le<std::uint32_t>(header + 12);
   const auto count = get_le<std::uint64_t>(header + 16);
@@ -366,8 +395,9 @@ std::map<std::string, Tensor> load_state(const std::string& path) {
   if (crc_update(0, header, 24) != header_crc) in.fail("header checksum mismatch (corrupt header)");
   if (flags != 0) in.fail("unknown flags {:#x} in the header", flags);
   if (in.remaining() < kFooterBytes || count > (in.remaining() - kFooterBytes) / kMinRecordBytes)
-    in.fail("the header announces {} tensors, impossible in a file of {} bytes (truncated or corrupt)", count,
-            in.size());
+    in.fail(
+        "the header announces {} tensors, impossible in a file of {} bytes (truncated or corrupt)",
+        count, in.size());
 
   std::map<std::string, Tensor> out;
   for (std::uint64_t r = 0; r < count; ++r) {
@@ -378,17 +408,20 @@ std::map<std::string, Tensor> load_state(const std::string& path) {
     in.read(b4, 4, what + " name length");
     const auto name_len = get_le<std::uint32_t>(b4);
     if (name_len == 0 || name_len > kMaxNameBytes)
-      in.fail("{} at offset {}: name length {} out of range [1, {}] (corrupt)", what, start, name_len, kMaxNameBytes);
+      in.fail("{} at offset {}: name length {} out of range [1, {}] (corrupt)", what, start,
+              name_len, kMaxNameBytes);
     auto name_bytes = in.read(name_len, what + " name");
     const std::string name(name_bytes.begin(), name_bytes.end());
     what = fmt::format("record {} ('{}')", r, name);
     unsigned char meta[4];
     in.read(meta, 4, what + " dtype and rank");
     DType dtype{};
-    if (!dtype_from_code(meta[0], dtype)) in.fail("{}: unknown dtype code {} (corrupt)", what, meta[0]);
+    if (!dtype_from_code(meta[0], dtype))
+      in.fail("{}: unknown dtype code {} (corrupt)", what, meta[0]);
     const std::size_t ndim = meta[1];
     if (ndim > kMaxDims) in.fail("{}: {} dims, more than {} (corrupt)", what, ndim, kMaxDims);
-    if (get_le<std::uint16_t>(meta + 2) != 0) in.fail("{}: reserved bytes are not zero (corrupt)", what);
+    if (get_le<std::uint16_t>(meta + 2) != 0)
+      in.fail("{}: reserved bytes are not zero (corrupt)", what);
     Shape shape(ndim);
     std::uint64_t numel = 1;
     bool overflow = false;
@@ -396,7 +429,8 @@ std::map<std::string, Tensor> load_state(const std::string& path) {
       unsigned char b8[8];
       in.read(b8, 8, what + " shape");
       shape[d] = get_le<std::int64_t>(b8);
-      if (shape[d] < 0) in.fail("{}: negative dimension {} in shape {} (corrupt)", what, shape[d], shape);
+      if (shape[d] < 0)
+        in.fail("{}: negative dimension {} in shape {} (corrupt)", what, shape[d], shape);
       const auto dim = static_cast<std::uint64_t>(shape[d]);
       if (dim != 0 && numel > std::numeric_limits<std::uint64_t>::max() / dim) overflow = true;
       numel *= dim;
@@ -405,31 +439,37 @@ std::map<std::string, Tensor> load_state(const std::string& path) {
     in.read(b8, 8, what + " byte length");
     const auto nbytes = get_le<std::uint64_t>(b8);
     const std::size_t elem = element_size(dtype);
-    if (overflow || numel > std::numeric_limits<std::uint64_t>::max() / elem || numel * elem != nbytes)
-      in.fail("{}: byte length {} does not match shape {} of {} (corrupt)", what, nbytes, shape, dtype);
+    if (overflow || numel > std::numeric_limits<std::uint64_t>::max() / elem ||
+        numel * elem != nbytes)
+      in.fail("{}: byte length {} does not match shape {} of {} (corrupt)", what, nbytes, shape,
+              dtype);
     // Strides multiply every dimension with zeros counted as one: a 0-element shape of huge
     // dimensions matches its 0 bytes but has no 64-bit strides.
-    if (!shape_fits(shape)) in.fail("{}: shape {} is too large for 64-bit strides (corrupt)", what, shape);
+    if (!shape_fits(shape))
+      in.fail("{}: shape {} is too large for 64-bit strides (corrupt)", what, shape);
     if (nbytes > in.remaining())
-      in.fail("truncated file: {} needs {} bytes of data at offset {}, but the file ends at {}", what, nbytes,
-              in.offset(), in.size());
+      in.fail("truncated file: {} needs {} bytes of data at offset {}, but the file ends at {}",
+              what, nbytes, in.offset(), in.size());
     auto data = in.read(static_cast<std::size_t>(nbytes), what + " data");
     // The record's checksum covers its bytes from the name length through the data.
     const std::uint32_t record_crc = in.record_crc();
     in.read(b4, 4, what + " checksum");
     const auto stored = get_le<std::uint32_t>(b4);
     if (record_crc != stored)
-      in.fail("{}: checksum mismatch (stored {:#010x}, computed {:#010x}): the file is corrupt", what, stored,
-              record_crc);
+      in.fail("{}: checksum mismatch (stored {:#010x}, computed {:#010x}): the file is corrupt",
+              what, stored, record_crc);
     if (out.count(name)) in.fail("{}: the name appears twice (corrupt)", what);
-    if constexpr (std::endian::native != std::endian::little) swap_elements(data.data(), data.size(), elem);
-    out.emplace(name, constant_from_bytes(data.data(), TensorMeta::contiguous(shape, dtype, Device::cpu())));
+    if constexpr (std::endian::native != std::endian::little)
+      swap_elements(data.data(), data.size(), elem);
+    out.emplace(name, constant_from_bytes(data.data(),
+                                          TensorMeta::contiguous(shape, dtype, Device::cpu())));
   }
 
   unsigned char footer[kFooterBytes];
   const std::uint32_t file_crc = in.crc();
   in.read(footer, 8, "the end marker");
-  if (std::memcmp(footer, kEndMagic, 8) != 0) in.fail("bad end marker after {} tensors (corrupt)", count);
+  if (std::memcmp(footer, kEndMagic, 8) != 0)
+    in.fail("bad end marker after {} tensors (corrupt)", count);
   in.read(footer + 8, 4, "the file checksum");
   if (get_le<std::uint32_t>(footer + 8) != file_crc) in.fail("file checksum mismatch (corrupt)");
   if (in.remaining() != 0) in.fail("{} unexpected bytes after the end marker", in.remaining());
@@ -444,7 +484,9 @@ void check_save_path(const std::string& path) {
   }
 }
 
-void save(const Module& module, const std::string& path) { save_state(path, module.state_dict()); }
+void save(const Module& module, const std::string& path) {
+  save_state(path, module.state_dict());
+}
 
 void load(Module& module, const std::string& path) {
   auto loaded = load_state(path);
@@ -455,8 +497,9 @@ void load(Module& module, const std::string& path) {
     if (it == loaded.end()) {
       missing.push_back(fmt::format("'{}'", name));
     } else if (it->second.shape() != t.shape() || it->second.dtype() != t.dtype()) {
-      mismatched.push_back(fmt::format("'{}' (file: {} {}, module: {} {})", name, it->second.dtype(),
-                                       it->second.shape(), t.dtype(), t.shape()));
+      mismatched.push_back(fmt::format("'{}' (file: {} {}, module: {} {})", name,
+                                       it->second.dtype(), it->second.shape(), t.dtype(),
+                                       t.shape()));
     }
   }
   for (const auto& [name, t] : loaded)
@@ -465,22 +508,26 @@ void load(Module& module, const std::string& path) {
     std::string problems;
     if (!missing.empty()) problems += fmt::format("; missing {}", list_names(missing));
     if (!unexpected.empty()) problems += fmt::format("; unexpected {}", list_names(unexpected));
-    if (!mismatched.empty()) problems += fmt::format("; shape or dtype mismatch {}", list_names(mismatched));
-    REMAT_THROW("load('{}') into {}: the file does not match the module{}; the module is unchanged", path,
-                module.type_name(), problems);
+    if (!mismatched.empty())
+      problems += fmt::format("; shape or dtype mismatch {}", list_names(mismatched));
+    REMAT_THROW("load('{}') into {}: the file does not match the module{}; the module is unchanged",
+                path, module.type_name(), problems);
   }
   NoGradGuard no_grad;
   for (const auto& [name, t] : target) copy_(t, loaded.at(name));
 }
 
-void save(const Optimizer& optimizer, const std::string& path) { save_state(path, optimizer.state_dict()); }
+void save(const Optimizer& optimizer, const std::string& path) {
+  save_state(path, optimizer.state_dict());
+}
 
 void load(Optimizer& optimizer, const std::string& path) {
   auto loaded = load_state(path);
   try {
     optimizer.load_state_dict(loaded);
   } catch (const Error& e) {
-    REMAT_THROW("load('{}') into optimizer {}: {}; the optimizer is unchanged", path, optimizer.name(), e.what());
+    REMAT_THROW("load('{}') into optimizer {}: {}; the optimizer is unchanged", path,
+                optimizer.name(), e.what());
   }
 }
 

@@ -60,7 +60,6 @@ class RandomCropOp final : public Op {
   RandomCropOp(std::int64_t size, std::int64_t pad, RngKey key)
       : size_(size), pad_(pad), key_(key) {}
   std::string_view name() const override { return "random_crop"; }
-  bool differentiable() const override { return false; }
   std::vector<TensorMeta> infer(std::span<const TensorMeta> in) const override {
     const TensorMeta& m = in[0];
     REMAT_CHECK(m.dim() >= 3 && m.is_contiguous(),
@@ -114,7 +113,6 @@ class RandomFlipOp final : public Op {
  public:
   RandomFlipOp(double p, RngKey key) : p_(p), key_(key) {}
   std::string_view name() const override { return "random_horizontal_flip"; }
-  bool differentiable() const override { return false; }
   std::vector<TensorMeta> infer(std::span<const TensorMeta> in) const override {
     const TensorMeta& m = in[0];
     REMAT_CHECK(m.dim() >= 2 && m.is_contiguous(),

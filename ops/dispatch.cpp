@@ -19,8 +19,11 @@ void Op::cuda(std::span<const KernelArg>, std::span<const KernelArg>) const {
 }
 
 std::vector<Tensor> Op::backward(const BackwardContext&) const {
-  REMAT_THROW("{}: this derivative is not differentiable (a derivative of {} is not supported)",
-              name(), name());
+  REMAT_THROW(
+      "op {} has no derivative (its Op does not override backward), so nothing computed through it "
+      "can "
+      "be differentiated",
+      name());
 }
 
 double Op::flops(std::span<const TensorMeta>, std::span<const TensorMeta> outputs) const {
@@ -39,7 +42,9 @@ void Op::execute(std::span<const KernelArg> inputs, std::span<const KernelArg> o
 
 namespace {
 
-Cell& cell_of(const Tensor& t) { return static_cast<Cell&>(*t.storage()); }
+Cell& cell_of(const Tensor& t) {
+  return static_cast<Cell&>(*t.storage());
+}
 
 // The cell a kernel reads input i from; a placeholder (a checkpoint replay's skipped value)
 // has none.
@@ -66,7 +71,9 @@ struct PinGuard {
 
 void record_autograd(const std::shared_ptr<const Op>& op, const std::vector<Tensor>& inputs,
                      std::vector<TensorMeta> in_metas, const std::vector<Tensor>& outputs) {
-  if (!GradMode::is_enabled() || !op->differentiable()) return;
+  // An op without a derivative still records a node, so differentiating through it is an error
+  // naming it rather than a silently missing term; only a zero derivative records nothing.
+  if (!GradMode::is_enabled() || op->zero_derivative()) return;
   bool any = false;
   for (const auto& t : inputs) any = any || t.requires_grad();
   if (!any) return;
@@ -99,11 +106,18 @@ std::vector<Tensor> call(std::shared_ptr<const Op> op, std::vector<Tensor> input
   for (std::size_t i = 0; i < inputs.size(); ++i) {
     REMAT_CHECK(inputs[i].defined(), "{}: input {} is an undefined tensor", op->name(), i);
     REMAT_CHECK(i == 0 || inputs[i].device() == inputs[0].device(),
-                "{}: inputs are on different devices ({} and {})", op->name(),
-                inputs[0].device(), inputs[i].device());
+                "{}: inputs are on different devices ({} and {})", op->name(), inputs[0].device(),
+                inputs[i].device());
     in_metas.push_back(inputs[i].meta());
   }
   std::vector<TensorMeta> out_metas = op->infer(in_metas);
+  if (!op->is_view()) {
+    // A kernel writes its outputs as fresh, contiguous buffers sized by nbytes(), whatever
+    // strides or offset infer returned (an input's metadata, say, which may be a view's).
+    for (auto& m : out_metas)
+      if (m.offset != 0 || !m.is_contiguous())
+        m = TensorMeta::contiguous(std::move(m.shape), m.dtype, m.device);
+  }
 
   std::vector<Tensor> outputs;
   outputs.reserve(out_metas.size());
@@ -160,16 +174,18 @@ void call_inplace(std::shared_ptr<const Op> op, const Tensor& self, std::vector<
   if (GradMode::is_enabled()) {
     bool any = self.requires_grad();
     for (const auto& t : others) any = any || (t.defined() && t.requires_grad());
-    REMAT_CHECK(!any,
-                "{}: in-place ops are not differentiable; a tensor of shape {} taking part requires "
-                "grad (use the out-of-place op, or run the update under NoGradGuard)",
-                op->name(), self.shape());
+    REMAT_CHECK(
+        !any,
+        "{}: in-place ops are not differentiable; a tensor of shape {} taking part requires "
+        "grad (use the out-of-place op, or run the update under NoGradGuard)",
+        op->name(), self.shape());
   }
   std::vector<TensorMeta> in_metas{self.meta()};
   for (std::size_t i = 0; i < others.size(); ++i) {
     REMAT_CHECK(others[i].defined(), "{}: argument {} is an undefined tensor", op->name(), i + 1);
-    REMAT_CHECK(others[i].device() == self.device(), "{}: arguments are on different devices ({} and {})",
-                op->name(), self.device(), others[i].device());
+    REMAT_CHECK(others[i].device() == self.device(),
+                "{}: arguments are on different devices ({} and {})", op->name(), self.device(),
+                others[i].device());
     in_metas.push_back(others[i].meta());
   }
   op->infer(in_metas);  // validates shapes and dtypes; the output is self's own view
@@ -190,8 +206,8 @@ void call_inplace(std::shared_ptr<const Op> op, const Tensor& self, std::vector<
   }
   // Every byte is rewritten from inputs that include the old value: the kernel can read the
   // old cell and write a fresh buffer instead of copying first.
-  const bool overwrite = self.offset() == 0 && self.is_contiguous() &&
-                         self.meta().nbytes() == target.nbytes();
+  const bool overwrite =
+      self.offset() == 0 && self.is_contiguous() && self.meta().nbytes() == target.nbytes();
   old = pool.begin_write(target, overwrite, op->name());
   if (old) pins.cells.push_back(old.get());
   struct Unpin {
@@ -204,7 +220,8 @@ void call_inplace(std::shared_ptr<const Op> op, const Tensor& self, std::vector<
   } target_pin{pool, target};
 
   std::vector<KernelArg> in_args{{&in_metas[0], old ? old->buffer() : target.buffer()}};
-  for (std::size_t i = 0; i < others.size(); ++i) in_args.push_back({&in_metas[i + 1], cell_of(others[i]).buffer()});
+  for (std::size_t i = 0; i < others.size(); ++i)
+    in_args.push_back({&in_metas[i + 1], cell_of(others[i]).buffer()});
   const TensorMeta out_meta = self.meta();
   const KernelArg out_arg{&out_meta, target.buffer()};
   const auto t0 = std::chrono::steady_clock::now();
@@ -213,7 +230,8 @@ void call_inplace(std::shared_ptr<const Op> op, const Tensor& self, std::vector<
   mutation.producer = op;
   mutation.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   mutation.inputs.push_back(std::static_pointer_cast<Cell>(target.shared_from_this()));
-  for (const auto& t : others) mutation.inputs.push_back(std::static_pointer_cast<Cell>(cell_of(t).shared_from_this()));
+  for (const auto& t : others)
+    mutation.inputs.push_back(std::static_pointer_cast<Cell>(cell_of(t).shared_from_this()));
   target_pin.active = false;
   pool.finish_write(target, mutation);
 }

@@ -11,7 +11,13 @@ namespace remat {
 Tensor add(const Tensor& a, const Tensor& b);
 Tensor sub(const Tensor& a, const Tensor& b);
 Tensor mul(const Tensor& a, const Tensor& b);
-Tensor div(const Tensor& a, const Tensor& b);
+Tensor div(const Tensor& a, const Tensor& b);  // true division: integer inputs give float32
+// Rounded toward minus infinity; the remainder has the divisor's sign (Python, PyTorch).
+// Integer division by zero is an error.  floor_divide has no derivative (as in PyTorch).
+Tensor floor_divide(const Tensor& a, const Tensor& b);
+Tensor remainder(const Tensor& a, const Tensor& b);
+Tensor floor_divide(const Tensor& a, double b);
+Tensor remainder(const Tensor& a, double b);
 Tensor pow(const Tensor& a, const Tensor& b);
 Tensor maximum(const Tensor& a, const Tensor& b);
 Tensor minimum(const Tensor& a, const Tensor& b);
@@ -32,12 +38,13 @@ Tensor abs(const Tensor& a);
 Tensor sign(const Tensor& a);  // no gradient (zero almost everywhere)
 Tensor tanh(const Tensor& a);
 Tensor sigmoid(const Tensor& a);
-Tensor relu(const Tensor& a);
+Tensor relu(const Tensor& a);  // NaN stays NaN
 // ReLU's gradient from its output: grad where output > 0, else 0 (PyTorch's threshold_backward).
 Tensor relu_backward(const Tensor& grad, const Tensor& output);
 Tensor leaky_relu(const Tensor& a, double negative_slope = 0.01);
 Tensor gelu(const Tensor& a);  // exact form, x * Phi(x), as PyTorch's default
 Tensor erf(const Tensor& a);
+// min(max(a, min), max) as PyTorch: with min > max every element is max; NaN stays NaN.
 Tensor clamp(const Tensor& a, std::optional<double> min, std::optional<double> max);
 
 // Comparisons: 1 where true, 0 elsewhere, in the inputs' dtype.  Not differentiable.
@@ -59,18 +66,44 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
 // Element type conversion (differentiable between floating types).
 Tensor to_dtype(const Tensor& a, DType dtype);
 
-inline Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
-inline Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }
-inline Tensor operator*(const Tensor& a, const Tensor& b) { return mul(a, b); }
-inline Tensor operator/(const Tensor& a, const Tensor& b) { return div(a, b); }
-inline Tensor operator+(const Tensor& a, double b) { return add(a, b); }
-inline Tensor operator-(const Tensor& a, double b) { return sub(a, b); }
-inline Tensor operator*(const Tensor& a, double b) { return mul(a, b); }
-inline Tensor operator/(const Tensor& a, double b) { return div(a, b); }
-inline Tensor operator+(double a, const Tensor& b) { return add(b, a); }
-inline Tensor operator-(double a, const Tensor& b) { return rsub(a, b); }
-inline Tensor operator*(double a, const Tensor& b) { return mul(b, a); }
-inline Tensor operator/(double a, const Tensor& b) { return rdiv(a, b); }
-inline Tensor operator-(const Tensor& a) { return neg(a); }
+inline Tensor operator+(const Tensor& a, const Tensor& b) {
+  return add(a, b);
+}
+inline Tensor operator-(const Tensor& a, const Tensor& b) {
+  return sub(a, b);
+}
+inline Tensor operator*(const Tensor& a, const Tensor& b) {
+  return mul(a, b);
+}
+inline Tensor operator/(const Tensor& a, const Tensor& b) {
+  return div(a, b);
+}
+inline Tensor operator+(const Tensor& a, double b) {
+  return add(a, b);
+}
+inline Tensor operator-(const Tensor& a, double b) {
+  return sub(a, b);
+}
+inline Tensor operator*(const Tensor& a, double b) {
+  return mul(a, b);
+}
+inline Tensor operator/(const Tensor& a, double b) {
+  return div(a, b);
+}
+inline Tensor operator+(double a, const Tensor& b) {
+  return add(b, a);
+}
+inline Tensor operator-(double a, const Tensor& b) {
+  return rsub(a, b);
+}
+inline Tensor operator*(double a, const Tensor& b) {
+  return mul(b, a);
+}
+inline Tensor operator/(double a, const Tensor& b) {
+  return rdiv(a, b);
+}
+inline Tensor operator-(const Tensor& a) {
+  return neg(a);
+}
 
 }  // namespace remat

@@ -15,15 +15,14 @@ Tensor finish(Tensor t, bool requires_grad) {
 }
 
 void check_shape(std::string_view op, const Shape& shape) {
-  for (auto d : shape)
-    REMAT_CHECK(d >= 0, "{}: negative dimension {} in shape {}", op, d, shape);
+  for (auto d : shape) REMAT_CHECK(d >= 0, "{}: negative dimension {} in shape {}", op, d, shape);
 }
 
 class FillOp final : public Op {
  public:
   FillOp(TensorMeta meta, double value) : meta_(std::move(meta)), value_(value) {}
   std::string_view name() const override { return "full"; }
-  bool differentiable() const override { return false; }
+  bool zero_derivative() const override { return true; }
   std::vector<TensorMeta> infer(std::span<const TensorMeta>) const override { return {meta_}; }
   void cpu(std::span<const KernelArg>, std::span<const KernelArg> out) const override {
     detail::visit_dtype(meta_.dtype, [&]<class T>() {
@@ -44,13 +43,14 @@ class ArangeOp final : public Op {
   ArangeOp(TensorMeta meta, double start, double step)
       : meta_(std::move(meta)), start_(start), step_(step) {}
   std::string_view name() const override { return "arange"; }
-  bool differentiable() const override { return false; }
+  bool zero_derivative() const override { return true; }
   std::vector<TensorMeta> infer(std::span<const TensorMeta>) const override { return {meta_}; }
   void cpu(std::span<const KernelArg>, std::span<const KernelArg> out) const override {
     detail::visit_dtype(meta_.dtype, [&]<class T>() {
       T* p = out[0].data<T>();
       const auto n = out[0].meta->numel();
-      for (std::int64_t i = 0; i < n; ++i) p[i] = static_cast<T>(start_ + step_ * static_cast<double>(i));
+      for (std::int64_t i = 0; i < n; ++i)
+        p[i] = static_cast<T>(start_ + step_ * static_cast<double>(i));
     });
   }
 
@@ -68,9 +68,11 @@ class RandomOp final : public Op {
   RandomOp(TensorMeta meta, Distribution dist, double a, double b, RngKey key)
       : meta_(std::move(meta)), dist_(dist), a_(a), b_(b), key_(key) {}
   std::string_view name() const override {
-    return dist_ == Distribution::Uniform ? "uniform" : dist_ == Distribution::Normal ? "normal" : "randint";
+    return dist_ == Distribution::Uniform  ? "uniform"
+           : dist_ == Distribution::Normal ? "normal"
+                                           : "randint";
   }
-  bool differentiable() const override { return false; }
+  bool zero_derivative() const override { return true; }
   std::vector<TensorMeta> infer(std::span<const TensorMeta>) const override { return {meta_}; }
   void cpu(std::span<const KernelArg>, std::span<const KernelArg> out) const override {
     detail::visit_dtype(meta_.dtype, [&]<class T>() {
@@ -132,21 +134,38 @@ Tensor random(std::string_view op, const Shape& shape, const RandomOptions& opts
 
 Tensor full(const Shape& shape, double value, TensorOptions opts) {
   check_shape("full", shape);
-  auto t = call1(std::make_shared<FillOp>(TensorMeta::contiguous(shape, opts.dtype, opts.device), value), {});
+  auto t = call1(
+      std::make_shared<FillOp>(TensorMeta::contiguous(shape, opts.dtype, opts.device), value), {});
   return finish(t, opts.requires_grad);
 }
-Tensor zeros(const Shape& shape, TensorOptions opts) { return full(shape, 0.0, opts); }
-Tensor ones(const Shape& shape, TensorOptions opts) { return full(shape, 1.0, opts); }
-Tensor zeros_like(const Tensor& t) { return full(t.shape(), 0.0, {t.dtype(), t.device()}); }
-Tensor ones_like(const Tensor& t) { return full(t.shape(), 1.0, {t.dtype(), t.device()}); }
-Tensor full_like(const Tensor& t, double value) { return full(t.shape(), value, {t.dtype(), t.device()}); }
-Tensor scalar_tensor(double value, TensorOptions opts) { return full({}, value, opts); }
+Tensor zeros(const Shape& shape, TensorOptions opts) {
+  return full(shape, 0.0, opts);
+}
+Tensor ones(const Shape& shape, TensorOptions opts) {
+  return full(shape, 1.0, opts);
+}
+Tensor zeros_like(const Tensor& t) {
+  return full(t.shape(), 0.0, {t.dtype(), t.device()});
+}
+Tensor ones_like(const Tensor& t) {
+  return full(t.shape(), 1.0, {t.dtype(), t.device()});
+}
+Tensor full_like(const Tensor& t, double value) {
+  return full(t.shape(), value, {t.dtype(), t.device()});
+}
+Tensor scalar_tensor(double value, TensorOptions opts) {
+  return full({}, value, opts);
+}
 
 Tensor arange(double start, double end, double step, TensorOptions opts) {
   REMAT_CHECK(step != 0, "arange: step must be non-zero");
-  REMAT_CHECK((end - start) / step >= 0, "arange: range [{}, {}) with step {} is empty in the wrong direction", start, end, step);
+  REMAT_CHECK((end - start) / step >= 0,
+              "arange: range [{}, {}) with step {} is empty in the wrong direction", start, end,
+              step);
   const auto n = static_cast<std::int64_t>(std::ceil((end - start) / step));
-  auto t = call1(std::make_shared<ArangeOp>(TensorMeta::contiguous({n}, opts.dtype, opts.device), start, step), {});
+  auto t = call1(
+      std::make_shared<ArangeOp>(TensorMeta::contiguous({n}, opts.dtype, opts.device), start, step),
+      {});
   return finish(t, opts.requires_grad);
 }
 
@@ -177,7 +196,8 @@ Tensor tensor(const std::vector<T>& values, std::optional<Shape> given, bool req
   check_shape("tensor", shape);
   REMAT_CHECK(shape_numel(shape) == static_cast<std::int64_t>(values.size()),
               "tensor: {} values do not fill shape {}", values.size(), shape);
-  auto t = constant_from_bytes(values.data(), TensorMeta::contiguous(shape, dtype_of<T>(), Device::cpu()));
+  auto t = constant_from_bytes(values.data(),
+                               TensorMeta::contiguous(shape, dtype_of<T>(), Device::cpu()));
   return finish(t, requires_grad);
 }
 template Tensor tensor<float>(const std::vector<float>&, std::optional<Shape>, bool);

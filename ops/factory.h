@@ -21,7 +21,7 @@ struct RandomOptions {
   Device device = Device::cpu();
   bool requires_grad = false;
   // Without a seed the next key of the default generator (manual_seed) is used.
-  std::optional<std::uint64_t> seed;
+  std::optional<std::uint64_t> seed = std::nullopt;
 };
 
 Tensor full(const Shape& shape, double value, TensorOptions opts = {});
@@ -33,7 +33,8 @@ Tensor full_like(const Tensor& t, double value);
 // A 0-dim tensor holding `value`.
 Tensor scalar_tensor(double value, TensorOptions opts = {});
 // [start, end) in steps of `step`; int64 unless opts say otherwise.
-Tensor arange(double start, double end, double step = 1, TensorOptions opts = {.dtype = DType::Int64});
+Tensor arange(double start, double end, double step = 1,
+              TensorOptions opts = {.dtype = DType::Int64});
 inline Tensor arange(double end, TensorOptions opts = {.dtype = DType::Int64}) {
   return arange(0, end, 1, opts);
 }

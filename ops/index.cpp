@@ -363,7 +363,7 @@ class OneHotOp final : public Op {
  public:
   OneHotOp(std::int64_t classes, DType dtype) : classes_(classes), dtype_(dtype) {}
   std::string_view name() const override { return "one_hot"; }
-  bool differentiable() const override { return false; }
+  bool zero_derivative() const override { return true; }
   std::vector<TensorMeta> infer(std::span<const TensorMeta> in) const override {
     REMAT_CHECK(in[0].dtype == DType::Int64, "one_hot: labels must be int64, got {} (shape {})",
                 in[0].dtype, in[0].shape);

@@ -68,7 +68,6 @@ class BatchNormBackwardOp final : public Op {
  public:
   explicit BatchNormBackwardOp(bool has_weight) : has_weight_(has_weight) {}
   std::string_view name() const override { return "batch_norm_backward"; }
-  bool differentiable() const override { return false; }
   std::vector<TensorMeta> infer(std::span<const TensorMeta> in) const override {
     const TensorMeta& x = in[1];
     REMAT_CHECK(in[0].shape == x.shape && in[0].is_contiguous() && x.is_contiguous(),
@@ -419,7 +418,6 @@ class LayerNormBackwardOp final : public Op {
   LayerNormBackwardOp(std::int64_t norm_dims, bool has_weight, bool param_grads)
       : norm_dims_(norm_dims), has_weight_(has_weight), param_grads_(param_grads) {}
   std::string_view name() const override { return "layer_norm_backward"; }
-  bool differentiable() const override { return false; }
   std::vector<TensorMeta> infer(std::span<const TensorMeta> in) const override {
     const TensorMeta& x = in[1];
     REMAT_CHECK(in[0].shape == x.shape && in[0].is_contiguous() && x.is_contiguous(),

@@ -24,14 +24,19 @@ class Op : public Producer, public BackwardFunction {
  public:
   std::string_view name() const override = 0;
   // Validates the input metadata (throwing an error that names the op and the shapes) and
-  // returns the outputs' metadata.
+  // returns the outputs' shapes, dtypes and devices.  Kernels always receive contiguous,
+  // offset-0 outputs (strides and offsets returned here are replaced), except for view ops.
   virtual std::vector<TensorMeta> infer(std::span<const TensorMeta> inputs) const = 0;
   virtual void cpu(std::span<const KernelArg> inputs, std::span<const KernelArg> outputs) const = 0;
   virtual void cuda(std::span<const KernelArg> inputs, std::span<const KernelArg> outputs) const;
 
-  // Autograd.  The default derivative says clearly that there is none.
+  // Autograd.  The default derivative throws "op NAME has no derivative" when something computed
+  // through the op is differentiated (an op used only inside other ops' derivatives, say).
   std::vector<Tensor> backward(const BackwardContext& ctx) const override;
-  virtual bool differentiable() const { return true; }
+  // True when the derivative is zero wherever it exists (comparisons, sign, argmax, random
+  // draws): outputs then carry no autograd history, as in PyTorch.  Never say so to skip
+  // writing a derivative: gradients of gradients would silently lose terms.
+  virtual bool zero_derivative() const { return false; }
   virtual SaveSpec saves() const { return {}; }
 
   // A view op's single output aliases input 0's cell through the metadata infer returns; no
@@ -41,8 +46,7 @@ class Op : public Producer, public BackwardFunction {
   virtual double flops(std::span<const TensorMeta> inputs,
                        std::span<const TensorMeta> outputs) const;
 
-  void execute(std::span<const KernelArg> inputs,
-               std::span<const KernelArg> outputs) const final;
+  void execute(std::span<const KernelArg> inputs, std::span<const KernelArg> outputs) const final;
 };
 
 // The one dispatch path for every op call, forward or backward, user's or replay's.

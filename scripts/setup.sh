@@ -10,6 +10,8 @@ packages=(
 )
 # The sanitizer build and the fuzz targets: clang with libFuzzer and its OpenMP runtime.
 packages+=(clang libclang-rt-14-dev libomp-14-dev)
+# The format check (scripts/check-format.sh).
+packages+=(clang-format)
 # Fashion-MNIST for the main job and the data tests (which skip, saying so, without it).
 packages+=(dataset-fashion-mnist)
 # Optional extras: PyTorch for regenerating test fixtures and for bench/ comparisons.

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Installs what is needed, configures, builds and runs the test suite.
-#   scripts/test.sh              the suite (Release build in build/)
+#   scripts/test.sh              the layering check, the suite (Release build in build/) and the
+#                                downstream project against an install (scripts/test-downstream.sh)
 #   scripts/test.sh --sanitize   the suite under AddressSanitizer + UBSan (build-sanitize/; with
 #                                clang, the fuzz targets too)
-#   scripts/test.sh --all        both, and each fuzz target for FUZZ_SECONDS (60) in between:
-#                                what CI runs
+#   scripts/test.sh --all        both (the downstream project also through add_subdirectory),
+#                                and each fuzz target for FUZZ_SECONDS (60) in between: what CI runs
 # BUILD_DIR=... builds elsewhere.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -32,11 +33,17 @@ sanitize_args() {
 export ASAN_OPTIONS="${ASAN_OPTIONS:-abort_on_error=1:detect_leaks=1:strict_string_checks=1}"
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
 
+scripts/check-layers.sh
+
 case "$mode" in
-  "") suite "${BUILD_DIR:-build}" ;;
+  "")
+    suite "${BUILD_DIR:-build}"
+    BUILD_DIR="${BUILD_DIR:-build}" scripts/test-downstream.sh
+    ;;
   --sanitize) suite "${BUILD_DIR:-build-sanitize}" $(sanitize_args) ;;
   --all)
     suite build
+    scripts/test-downstream.sh --subdirectory
     # The sanitizer build's fuzzers run before its suite, so the suite's summary closes the log.
     cmake -S . -B build-sanitize -DCMAKE_BUILD_TYPE=Release $(sanitize_args)
     cmake --build build-sanitize -j "$jobs"

@@ -13,7 +13,8 @@ std::vector<std::string_view> split(std::string_view text, char sep) {
   std::size_t pos = 0;
   while (true) {
     const std::size_t end = text.find(sep, pos);
-    parts.push_back(text.substr(pos, end == std::string_view::npos ? std::string_view::npos : end - pos));
+    parts.push_back(
+        text.substr(pos, end == std::string_view::npos ? std::string_view::npos : end - pos));
     if (end == std::string_view::npos) return parts;
     pos = end + 1;
   }
@@ -23,7 +24,8 @@ std::vector<BudgetSpec> parse_range(std::string_view text) {
   const auto parts = split(text, ':');
   REMAT_CHECK(parts.size() == 3, "budget range '{}': expected lo:hi:step (e.g. 0.1:1.0:0.1)", text);
   const BudgetSpec lo = parse_budget(parts[0]), hi = parse_budget(parts[1]);
-  REMAT_CHECK(!lo.none() && !hi.none(), "budget range '{}': its ends must be budgets, not 'none'", text);
+  REMAT_CHECK(!lo.none() && !hi.none(), "budget range '{}': its ends must be budgets, not 'none'",
+              text);
   REMAT_CHECK(lo.fraction.has_value() == hi.fraction.has_value(),
               "budget range '{}': both ends must be fractions or both byte counts", text);
   std::vector<BudgetSpec> out;
@@ -46,10 +48,14 @@ std::vector<BudgetSpec> parse_range(std::string_view text) {
     }
   } else {
     const BudgetSpec step = parse_budget(parts[2]);
-    REMAT_CHECK(step.bytes && *step.bytes > 0, "budget range '{}': step '{}' must be a byte count", text, parts[2]);
-    REMAT_CHECK(*lo.bytes <= *hi.bytes, "budget range '{}': the low end is above the high end", text);
-    REMAT_CHECK((*hi.bytes - *lo.bytes) / *step.bytes < 100000, "budget range '{}' has too many steps", text);
-    for (std::size_t b = *lo.bytes; b <= *hi.bytes; b += *step.bytes) out.push_back({b, std::nullopt});
+    REMAT_CHECK(step.bytes && *step.bytes > 0, "budget range '{}': step '{}' must be a byte count",
+                text, parts[2]);
+    REMAT_CHECK(*lo.bytes <= *hi.bytes, "budget range '{}': the low end is above the high end",
+                text);
+    REMAT_CHECK((*hi.bytes - *lo.bytes) / *step.bytes < 100000,
+                "budget range '{}' has too many steps", text);
+    for (std::size_t b = *lo.bytes; b <= *hi.bytes; b += *step.bytes)
+      out.push_back({b, std::nullopt});
   }
   return out;
 }

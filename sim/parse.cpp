@@ -3,9 +3,8 @@
 // which lets it reject a name used after its last release instead of failing mid-replay.
 #include <charconv>
 #include <cmath>
-#include <unordered_map>
-
 #include <nlohmann/json.hpp>
+#include <unordered_map>
 
 #include "core/error.h"
 #include "sim/read.h"
@@ -17,7 +16,7 @@ using nlohmann::json;
 
 // No machine holds a tensor of 2^50 bytes (1 PiB), nor programs whose tensors total 2^60 bytes;
 // larger sizes in a file are corrupt, and bounding them keeps the pool's byte sums exact.
-constexpr double kMaxTensorBytes = 1125899906842624.0;  // 2^50
+constexpr double kMaxTensorBytes = 1125899906842624.0;      // 2^50
 constexpr double kMaxProgramBytes = 1152921504606846976.0;  // 2^60
 
 struct Line {
@@ -33,7 +32,8 @@ std::vector<Line> split_lines(std::string_view text) {
     if (end == std::string_view::npos) end = text.size();
     ++number;
     std::string_view l = text.substr(pos, end - pos);
-    while (!l.empty() && (l.back() == '\r' || l.back() == ' ' || l.back() == '\t')) l.remove_suffix(1);
+    while (!l.empty() && (l.back() == '\r' || l.back() == ' ' || l.back() == '\t'))
+      l.remove_suffix(1);
     while (!l.empty() && (l.front() == ' ' || l.front() == '\t')) l.remove_prefix(1);
     if (!l.empty()) lines.push_back({l, number});
     pos = end + 1;
@@ -71,22 +71,28 @@ class Parser {
     return j;
   }
 
-  std::string instruction(const json& j, std::size_t i) const { return string(j, "INSTRUCTION", i, "line"); }
+  std::string instruction(const json& j, std::size_t i) const {
+    return string(j, "INSTRUCTION", i, "line");
+  }
 
   std::string string(const json& j, const char* key, std::size_t i, std::string_view what) const {
     auto it = j.find(key);
     if (it == j.end()) fail(lines_[i].number, "{} has no field {}", what, key);
-    if (!it->is_string()) fail(lines_[i].number, "{}: field {} must be a string, got {}", what, key, it->dump());
+    if (!it->is_string())
+      fail(lines_[i].number, "{}: field {} must be a string, got {}", what, key, it->dump());
     return it->get<std::string>();
   }
 
-  std::vector<std::string> strings(const json& j, const char* key, std::size_t i, std::string_view what) const {
+  std::vector<std::string> strings(const json& j, const char* key, std::size_t i,
+                                   std::string_view what) const {
     auto it = j.find(key);
     if (it == j.end()) fail(lines_[i].number, "{} has no field {}", what, key);
-    if (!it->is_array()) fail(lines_[i].number, "{}: field {} must be an array, got {}", what, key, it->dump());
+    if (!it->is_array())
+      fail(lines_[i].number, "{}: field {} must be an array, got {}", what, key, it->dump());
     std::vector<std::string> out;
     for (const auto& v : *it) {
-      if (!v.is_string()) fail(lines_[i].number, "{}: field {} must hold strings, got {}", what, key, v.dump());
+      if (!v.is_string())
+        fail(lines_[i].number, "{}: field {} must hold strings, got {}", what, key, v.dump());
       out.push_back(v.get<std::string>());
     }
     return out;
@@ -103,7 +109,8 @@ class Parser {
     }
     fail(lines_[i].number, "{}: field {} must be a number, got {}", what, key, v.dump());
   }
-  double number(const json& j, const char* key, std::size_t i, std::string_view what, bool required) const {
+  double number(const json& j, const char* key, std::size_t i, std::string_view what,
+                bool required) const {
     auto it = j.find(key);
     if (it == j.end()) {
       if (required) fail(lines_[i].number, "{} has no field {}", what, key);
@@ -112,13 +119,16 @@ class Parser {
     return number(*it, key, i, what);
   }
   // A whole number in [lo, hi]: the only doubles that may be cast to an integer type.
-  double whole(const json& v, const char* key, std::size_t i, std::string_view what, double lo, double hi) const {
+  double whole(const json& v, const char* key, std::size_t i, std::string_view what, double lo,
+               double hi) const {
     const double d = number(v, key, i, what);
     if (d != std::floor(d) || d < lo || d > hi)
-      fail(lines_[i].number, "{}: field {} must be a whole number from {} to {}, got {}", what, key, lo, hi, v.dump());
+      fail(lines_[i].number, "{}: field {} must be a whole number from {} to {}, got {}", what, key,
+           lo, hi, v.dump());
     return d;
   }
-  std::size_t byte_count(const json& j, const char* key, std::size_t i, std::string_view what) const {
+  std::size_t byte_count(const json& j, const char* key, std::size_t i,
+                         std::string_view what) const {
     auto it = j.find(key);
     if (it == j.end()) fail(lines_[i].number, "{} has no field {}", what, key);
     return static_cast<std::size_t>(whole(*it, key, i, what, 0, kMaxTensorBytes));
@@ -133,7 +143,8 @@ class Parser {
     for (std::size_t i = 0; i < lines_.size(); ++i) {
       const json j = object(i);
       if (instruction(j, i) == "ANNOTATE" && string(j, "ANNOTATION", i, "ANNOTATE") == "START") {
-        if (j.contains("SOURCE") && string(j, "SOURCE", i, "ANNOTATE") == "remat") program_.origin = Origin::Trace;
+        if (j.contains("SOURCE") && string(j, "SOURCE", i, "ANNOTATE") == "remat")
+          program_.origin = Origin::Trace;
         return i + 1;
       }
     }
@@ -147,7 +158,8 @@ class Parser {
       fail(lines_[i].number, "tensor {} is defined again while still referenced", name);
     total_bytes_ += static_cast<double>(bytes);
     if (total_bytes_ > kMaxProgramBytes)
-      fail(lines_[i].number, "tensor {}: the program's tensors total more than 2^60 bytes (corrupt sizes)", name);
+      fail(lines_[i].number,
+           "tensor {}: the program's tensors total more than 2^60 bytes (corrupt sizes)", name);
     const auto id = static_cast<std::uint32_t>(program_.tensors.size());
     program_.tensors.push_back({name, bytes});
     storage_.push_back(id);
@@ -159,7 +171,8 @@ class Parser {
   std::uint32_t live(const std::string& name, std::size_t i, std::string_view what) const {
     auto it = names_.find(name);
     if (it == names_.end()) fail(lines_[i].number, "{}: unknown tensor {}", what, name);
-    if (refs_[it->second] <= 0) fail(lines_[i].number, "{}: tensor {} is used after its last release", what, name);
+    if (refs_[it->second] <= 0)
+      fail(lines_[i].number, "{}: tensor {} is used after its last release", what, name);
     return it->second;
   }
 
@@ -180,7 +193,8 @@ class Parser {
     } else if (ins == "CALL") {
       e.kind = EventKind::Call;
       e.op = string(j, "NAME", i, "CALL");
-      for (const auto& a : strings(j, "ARGS", i, "CALL")) e.args.push_back(live(a, i, "CALL " + e.op));
+      for (const auto& a : strings(j, "ARGS", i, "CALL"))
+        e.args.push_back(live(a, i, "CALL " + e.op));
       costs(j, i, e, "CALL");
       for (const auto& r : strings(j, "RESULT", i, "CALL")) {
         const std::size_t bytes = memory_line(next++, r, "CALL result");
@@ -200,11 +214,13 @@ class Parser {
       if (m == j.end() || !m->is_array()) fail(e.line, "MUTATE has no array field MUTATE");
       for (const auto& v : *m) {
         if (e.args.empty()) fail(e.line, "MUTATE has an index but no arguments");
-        const auto k = static_cast<std::size_t>(whole(v, "MUTATE", i, "MUTATE", 0, static_cast<double>(e.args.size() - 1)));
+        const auto k = static_cast<std::size_t>(
+            whole(v, "MUTATE", i, "MUTATE", 0, static_cast<double>(e.args.size() - 1)));
         e.mutated.push_back(static_cast<std::uint32_t>(k));
       }
       if (program_.origin == Origin::Trace) {
-        if (e.mutated.size() != 1 || e.mutated[0] != 0) fail(e.line, "a trace's MUTATE writes argument 0 only");
+        if (e.mutated.size() != 1 || e.mutated[0] != 0)
+          fail(e.line, "a trace's MUTATE writes argument 0 only");
         e.overwrite = number(j, "OVERWRITE", i, "MUTATE", true) != 0;
       }
       for (std::uint32_t k : e.mutated) {
@@ -215,8 +231,10 @@ class Parser {
         refs_[old] = 0;  // lets the name be defined again
         const std::uint32_t t = define(names[k], bytes, i);
         // In a trace the cell, and every reference to it, stays; a log's old tensor loses one.
-        if (program_.origin == Origin::Trace) refs_[t] = old_refs;
-        else refs_[old] = old_refs - 1;
+        if (program_.origin == Origin::Trace)
+          refs_[t] = old_refs;
+        else
+          refs_[old] = old_refs - 1;
         e.mutated_results.push_back(t);
       }
     } else if (ins == "RELEASE") {
@@ -227,7 +245,8 @@ class Parser {
       e.kind = EventKind::Copy;
       const std::string dst = string(j, "DST", i, "COPY");
       e.source = e.tensor = live(string(j, "SRC", i, "COPY"), i, "COPY");
-      if (auto it = names_.find(dst); it != names_.end() && refs_[it->second] > 0 && it->second != e.source)
+      if (auto it = names_.find(dst);
+          it != names_.end() && refs_[it->second] > 0 && it->second != e.source)
         fail(e.line, "COPY: destination {} already names a live tensor (use COPY_FROM)", dst);
       names_[dst] = e.source;
       ++refs_[e.source];
@@ -240,7 +259,9 @@ class Parser {
       ++refs_[e.source];
       names_[dst] = e.source;
     } else if (ins == "PIN" || ins == "ACCESS" || ins == "WRITE") {
-      e.kind = ins == "PIN" ? EventKind::Pin : ins == "ACCESS" ? EventKind::Access : EventKind::Write;
+      e.kind = ins == "PIN"      ? EventKind::Pin
+               : ins == "ACCESS" ? EventKind::Access
+                                 : EventKind::Write;
       e.tensor = live(string(j, "NAME", i, ins), i, ins);
     } else if (ins == "ANNOTATE") {
       e.kind = EventKind::Annotate;
@@ -249,8 +270,10 @@ class Parser {
       fail(e.line, "{} line for {} does not follow the CONSTANT or CALL that makes the tensor", ins,
            string_or(j, "NAME", "?"));
     } else {
-      fail(e.line, "unknown INSTRUCTION '{}' (expected CONSTANT, MEMORY, CALL, ALIAS, MUTATE, RELEASE, "
-                   "COPY, COPY_FROM, PIN, ACCESS, WRITE or ANNOTATE)", ins);
+      fail(e.line,
+           "unknown INSTRUCTION '{}' (expected CONSTANT, MEMORY, CALL, ALIAS, MUTATE, RELEASE, "
+           "COPY, COPY_FROM, PIN, ACCESS, WRITE or ANNOTATE)",
+           ins);
     }
     program_.events.push_back(std::move(e));
     return next;
@@ -262,30 +285,36 @@ class Parser {
     e.flops = number(j, "FLOPS", i, what, false);
     e.bytes = number(j, "BYTES", i, what, false);
     e.time_cost = number(j, "TIME_COST", i, what, false);
-    if (e.time_ns < 0 || e.seconds < 0 || e.time_cost < 0 || e.flops < 0 || e.bytes < 0) fail(e.line, "{}: negative cost", what);
+    if (e.time_ns < 0 || e.seconds < 0 || e.time_cost < 0 || e.flops < 0 || e.bytes < 0)
+      fail(e.line, "{}: negative cost", what);
   }
 
   // The MEMORY line that must follow a CONSTANT or a CALL's result `name`.
   std::size_t memory_line(std::size_t k, const std::string& name, std::string_view what) const {
     const std::size_t at = k < lines_.size() ? k : lines_.size() - 1;
-    if (k >= lines_.size()) fail(lines_[at].number, "{} {} is not followed by its MEMORY line", what, name);
+    if (k >= lines_.size())
+      fail(lines_[at].number, "{} {} is not followed by its MEMORY line", what, name);
     const json m = object(k);
     if (instruction(m, k) != "MEMORY" || string(m, "NAME", k, "MEMORY") != name)
-      fail(lines_[k].number, "expected the MEMORY line of {} {}, got {}", what, name, lines_[k].text);
+      fail(lines_[k].number, "expected the MEMORY line of {} {}, got {}", what, name,
+           lines_[k].text);
     return byte_count(m, "MEMORY", k, "MEMORY");
   }
 
   // The ALIAS line after a CALL result's MEMORY: -1, or the argument it aliases.
   std::int32_t alias_line(std::size_t k, const std::string& name, std::size_t n_args) const {
-    if (k >= lines_.size()) fail(lines_.back().number, "CALL result {} is not followed by its ALIAS line", name);
+    if (k >= lines_.size())
+      fail(lines_.back().number, "CALL result {} is not followed by its ALIAS line", name);
     const json a = object(k);
     if (instruction(a, k) != "ALIAS" || string(a, "NAME", k, "ALIAS") != name)
-      fail(lines_[k].number, "expected the ALIAS line of CALL result {}, got {}", name, lines_[k].text);
+      fail(lines_[k].number, "expected the ALIAS line of CALL result {}, got {}", name,
+           lines_[k].text);
     auto it = a.find("ALIAS");
     if (it == a.end()) fail(lines_[k].number, "ALIAS has no field ALIAS");
     const double v = number(*it, "ALIAS", k, "ALIAS");
     if (v != std::floor(v) || v < -1 || v >= static_cast<double>(n_args))
-      fail(lines_[k].number, "ALIAS {} of {} is neither -1 nor an argument index below {}", v, name, n_args);
+      fail(lines_[k].number, "ALIAS {} of {} is neither -1 nor an argument index below {}", v, name,
+           n_args);
     return static_cast<std::int32_t>(v);
   }
 
@@ -299,6 +328,8 @@ class Parser {
 
 }  // namespace
 
-Program parse_program(std::string_view text, const std::string& source) { return Parser(text, source).run(); }
+Program parse_program(std::string_view text, const std::string& source) {
+  return Parser(text, source).run();
+}
 
 }  // namespace remat::sim

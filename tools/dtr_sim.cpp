@@ -3,6 +3,9 @@
 // pool, without running a kernel; reports overhead, peak, evictions and rematerializations as a
 // table or JSON lines, sweeps budgets into a CSV and a PNG, and compares with the optimum.
 // Usage: dtr_sim --heuristic all --budget 0.2,0.5 ../shared/data/dtr-prototype-logs/logs.zip
+#include <fmt/format.h>
+
+#include <CLI/CLI.hpp>
 #include <cctype>
 #include <chrono>
 #include <cmath>
@@ -10,9 +13,6 @@
 #include <filesystem>
 #include <limits>
 #include <new>
-
-#include <CLI/CLI.hpp>
-#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
@@ -29,7 +29,9 @@ using namespace remat::sim;
 namespace {
 
 using Clock = std::chrono::steady_clock;
-double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+double since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
 
 struct Flags {
   std::vector<std::string> inputs;
@@ -71,7 +73,11 @@ std::string human_bytes(std::size_t b) {
 
 // A file-name-safe short name of a program: the member's file name without its extension.
 std::string stem_of(const std::string& source) {
-  std::string s = std::filesystem::path(source.substr(source.rfind(':') == std::string::npos ? 0 : source.rfind(':') + 1)).stem().string();
+  std::string s =
+      std::filesystem::path(
+          source.substr(source.rfind(':') == std::string::npos ? 0 : source.rfind(':') + 1))
+          .stem()
+          .string();
   for (char& c : s)
     if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_' && c != '.') c = '_';
   return s;
@@ -83,58 +89,71 @@ class Reporter {
 
   void program(const Program& p, const Baseline& base) {
     if (f_.json) return;
-    std::printf("\n%s: %zu tensors, %zu events; unbudgeted: peak %s, compute %.6g (%s cost)\n", p.source.c_str(),
-                p.tensors.size(), p.events.size(), human_bytes(base.peak_bytes).c_str(), base.compute, f_.cost.c_str());
-    std::printf("%-10s %-12s %12s %8s %-10s %9s %12s %10s %10s %12s%s\n", "heuristic", "policy", "budget", "fraction",
-                "status", "overhead", "peak", "evictions", "remats", "metadata", f_.optimal ? "  vs-optimal" : "");
+    std::printf("\n%s: %zu tensors, %zu events; unbudgeted: peak %s, compute %.6g (%s cost)\n",
+                p.source.c_str(), p.tensors.size(), p.events.size(),
+                human_bytes(base.peak_bytes).c_str(), base.compute, f_.cost.c_str());
+    std::printf("%-10s %-12s %12s %8s %-10s %9s %12s %10s %10s %12s%s\n", "heuristic", "policy",
+                "budget", "fraction", "status", "overhead", "peak", "evictions", "remats",
+                "metadata", f_.optimal ? "  vs-optimal" : "");
   }
 
-  void row(const Program& p, const std::string& heuristic, const RunRow& r, std::optional<double> vs_optimal) {
+  void row(const Program& p, const std::string& heuristic, const RunRow& r,
+           std::optional<double> vs_optimal) {
     const ReplayResult& x = r.result;
     if (f_.json) {
-      nlohmann::json j = {{"input", p.source},
-                          {"heuristic", heuristic},
-                          {"policy", f_.policy},
-                          {"budget_fraction", r.budget_fraction ? nlohmann::json(*r.budget_fraction) : nlohmann::json()},
-                          {"budget_bytes", r.budget_bytes ? nlohmann::json(*r.budget_bytes) : nlohmann::json()},
-                          {"status", status_name(x.status)},
-                          {"overhead", r.overhead ? nlohmann::json(*r.overhead) : nlohmann::json()},
-                          {"peak_bytes", x.peak_bytes},
-                          {"evictions", x.evictions},
-                          {"rematerializations", x.rematerializations},
-                          {"metadata_accesses", x.metadata_accesses},
-                          {"cost", f_.cost},
-                          {"compute", x.compute}};
+      nlohmann::json j = {
+          {"input", p.source},
+          {"heuristic", heuristic},
+          {"policy", f_.policy},
+          {"budget_fraction",
+           r.budget_fraction ? nlohmann::json(*r.budget_fraction) : nlohmann::json()},
+          {"budget_bytes", r.budget_bytes ? nlohmann::json(*r.budget_bytes) : nlohmann::json()},
+          {"status", status_name(x.status)},
+          {"overhead", r.overhead ? nlohmann::json(*r.overhead) : nlohmann::json()},
+          {"peak_bytes", x.peak_bytes},
+          {"evictions", x.evictions},
+          {"rematerializations", x.rematerializations},
+          {"metadata_accesses", x.metadata_accesses},
+          {"cost", f_.cost},
+          {"compute", x.compute}};
       if (f_.optimal) j["vs_optimal"] = vs_optimal ? nlohmann::json(*vs_optimal) : nlohmann::json();
       std::printf("%s\n", j.dump().c_str());
       return;
     }
-    std::printf("%-10s %-12s %12s %8s %-10s %9s %12s %10llu %10llu %12llu%s\n", heuristic.c_str(), f_.policy.c_str(),
-                r.budget_bytes ? human_bytes(*r.budget_bytes).c_str() : "none",
-                r.budget_fraction ? fmt::format("{:.3f}", *r.budget_fraction).c_str() : "-",
-                std::string(status_name(x.status)).c_str(), r.overhead ? fmt::format("{:.4f}", *r.overhead).c_str() : "-",
-                human_bytes(x.peak_bytes).c_str(), static_cast<unsigned long long>(x.evictions),
-                static_cast<unsigned long long>(x.rematerializations), static_cast<unsigned long long>(x.metadata_accesses),
-                f_.optimal ? fmt::format("  {:>10}", vs_optimal ? fmt::format("{:.4f}", *vs_optimal) : "-").c_str() : "");
+    std::printf(
+        "%-10s %-12s %12s %8s %-10s %9s %12s %10llu %10llu %12llu%s\n", heuristic.c_str(),
+        f_.policy.c_str(), r.budget_bytes ? human_bytes(*r.budget_bytes).c_str() : "none",
+        r.budget_fraction ? fmt::format("{:.3f}", *r.budget_fraction).c_str() : "-",
+        std::string(status_name(x.status)).c_str(),
+        r.overhead ? fmt::format("{:.4f}", *r.overhead).c_str() : "-",
+        human_bytes(x.peak_bytes).c_str(), static_cast<unsigned long long>(x.evictions),
+        static_cast<unsigned long long>(x.rematerializations),
+        static_cast<unsigned long long>(x.metadata_accesses),
+        f_.optimal
+            ? fmt::format("  {:>10}", vs_optimal ? fmt::format("{:.4f}", *vs_optimal) : "-").c_str()
+            : "");
   }
 
   // The optimum and Chen's schedule at one budget, as rows beside the heuristics.
-  void reference(const Program& p, const std::string& name, const RunRow& r, const std::string& note) {
+  void reference(const Program& p, const std::string& name, const RunRow& r,
+                 const std::string& note) {
     if (f_.json) {
-      nlohmann::json j = {{"input", p.source},
-                          {"heuristic", name},
-                          {"policy", f_.policy},
-                          {"budget_fraction", r.budget_fraction ? nlohmann::json(*r.budget_fraction) : nlohmann::json()},
-                          {"budget_bytes", r.budget_bytes ? nlohmann::json(*r.budget_bytes) : nlohmann::json()},
-                          {"status", status_name(r.result.status)},
-                          {"overhead", r.overhead ? nlohmann::json(*r.overhead) : nlohmann::json()},
-                          {"peak_bytes", nullptr},
-                          {"evictions", nullptr},
-                          {"rematerializations", nullptr},
-                          {"metadata_accesses", nullptr},
-                          {"cost", f_.cost},
-                          {"compute", r.result.compute},
-                          {"note", note}};
+      nlohmann::json j = {
+          {"input", p.source},
+          {"heuristic", name},
+          {"policy", f_.policy},
+          {"budget_fraction",
+           r.budget_fraction ? nlohmann::json(*r.budget_fraction) : nlohmann::json()},
+          {"budget_bytes", r.budget_bytes ? nlohmann::json(*r.budget_bytes) : nlohmann::json()},
+          {"status", status_name(r.result.status)},
+          {"overhead", r.overhead ? nlohmann::json(*r.overhead) : nlohmann::json()},
+          {"peak_bytes", nullptr},
+          {"evictions", nullptr},
+          {"rematerializations", nullptr},
+          {"metadata_accesses", nullptr},
+          {"cost", f_.cost},
+          {"compute", r.result.compute},
+          {"note", note}};
       std::printf("%s\n", j.dump().c_str());
       return;
     }
@@ -150,8 +169,8 @@ class Reporter {
 };
 
 // The optimum (MIP) at one budget: compute and a note on how it was found.
-std::optional<double> optimum(const Program& p, const Baseline& base, const RunRow& at, const Flags& f, CostModel cost,
-                              Reporter& out) {
+std::optional<double> optimum(const Program& p, const Baseline& base, const RunRow& at,
+                              const Flags& f, CostModel cost, Reporter& out) {
   RunRow row = at;
   row.result = {};
   if (!at.budget_bytes) return std::nullopt;
@@ -165,10 +184,15 @@ std::optional<double> optimum(const Program& p, const Baseline& base, const RunR
       break;
     case OptimalResult::Status::TimeLimit:
       if (std::isfinite(o.compute)) best = o.compute;
-      note = fmt::format("time limit: best found, optimum >= {:.6g} ({:.4f}x)", o.lower_bound, o.lower_bound / base.compute);
+      note = fmt::format("time limit: best found, optimum >= {:.6g} ({:.4f}x)", o.lower_bound,
+                         o.lower_bound / base.compute);
       break;
-    case OptimalResult::Status::Infeasible: note = "MIP infeasible at this budget"; break;
-    case OptimalResult::Status::TooLarge: note = fmt::format("too large for the MIP (over {} calls)", kMaxOptimalCalls); break;
+    case OptimalResult::Status::Infeasible:
+      note = "MIP infeasible at this budget";
+      break;
+    case OptimalResult::Status::TooLarge:
+      note = fmt::format("too large for the MIP (over {} calls)", kMaxOptimalCalls);
+      break;
   }
   row.result.status = best ? ReplayStatus::Ok : ReplayStatus::Infeasible;
   row.result.compute = best.value_or(0);
@@ -220,10 +244,12 @@ int run(const Flags& f) {
           ++runs;
           line.push_back(rows.back().second.overhead);
         }
-        if (f.optimal && !rows.empty()) best = optimum(p, base, rows.front().second, f, opts.cost, out);
+        if (f.optimal && !rows.empty())
+          best = optimum(p, base, rows.front().second, f, opts.cost, out);
         for (const auto& [name, row] : rows) {
           std::optional<double> vs;
-          if (best && *best > 0 && row.result.status == ReplayStatus::Ok) vs = row.result.compute / *best;
+          if (best && *best > 0 && row.result.status == ReplayStatus::Ok)
+            vs = row.result.compute / *best;
           out.row(p, name, row, vs);
         }
         if (!rows.empty() && rows.front().second.budget_fraction) {
@@ -237,43 +263,56 @@ int run(const Flags& f) {
         write_sweep_csv(sweep, base_name + ".csv");
         std::string why;
         if (plot_sweep(sweep, base_name + ".csv", base_name + ".png", &why))
-          std::fprintf(stderr, "dtr_sim: wrote %s.csv and %s.png\n", base_name.c_str(), base_name.c_str());
+          std::fprintf(stderr, "dtr_sim: wrote %s.csv and %s.png\n", base_name.c_str(),
+                       base_name.c_str());
         else
-          std::fprintf(stderr, "dtr_sim: wrote %s.csv; no plot: %s\n", base_name.c_str(), why.c_str());
+          std::fprintf(stderr, "dtr_sim: wrote %s.csv; no plot: %s\n", base_name.c_str(),
+                       why.c_str());
       }
     }
   }
   std::FILE* timing = f.json ? stderr : stdout;
-  std::fprintf(timing, "\ndtr_sim: %zu runs in %.2f s (parsing %.2f s, replaying %.2f s)\n", runs, since(t0),
-               parse_seconds, replay_seconds);
+  std::fprintf(timing, "\ndtr_sim: %zu runs in %.2f s (parsing %.2f s, replaying %.2f s)\n", runs,
+               since(t0), parse_seconds, replay_seconds);
   return 0;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"Offline DTR simulator: replays traces and the DTR prototype's logs under any heuristic, policy "
-               "and budget on the framework's own pool, without running kernels"};
+  CLI::App app{
+      "Offline DTR simulator: replays traces and the DTR prototype's logs under any heuristic, "
+      "policy "
+      "and budget on the framework's own pool, without running kernels"};
   Flags f;
-  app.add_option("inputs", f.inputs, "traces (--trace), prototype logs, or .zip archives of *.log files")->required();
-  app.add_option("--heuristic", f.heuristics, "one heuristic, several comma-separated, or 'all' "
-                                              "(dtr, dtr-eq, dtr-local, lru, largest, msps, estar, random)");
+  app.add_option("inputs", f.inputs,
+                 "traces (--trace), prototype logs, or .zip archives of *.log files")
+      ->required();
+  app.add_option("--heuristic", f.heuristics,
+                 "one heuristic, several comma-separated, or 'all' "
+                 "(dtr, dtr-eq, dtr-local, lru, largest, msps, estar, random)");
   app.add_option("--policy", f.policy, "deallocation policy: eager-evict, banish or ignore");
-  app.add_option("--budget", f.budgets, "budgets: bytes with units (300MiB), fractions of the unbudgeted peak "
-                                        "(0.4), 'none', a list 0.2,0.3,0.5 or a range 0.1:1.0:0.1");
-  app.add_option("--thrash-limit", f.thrash_limit, "stop a run whose compute exceeds this multiple of the "
-                                                   "unbudgeted compute (0: never)")
+  app.add_option("--budget", f.budgets,
+                 "budgets: bytes with units (300MiB), fractions of the unbudgeted peak "
+                 "(0.4), 'none', a list 0.2,0.3,0.5 or a range 0.1:1.0:0.1");
+  app.add_option("--thrash-limit", f.thrash_limit,
+                 "stop a run whose compute exceeds this multiple of the "
+                 "unbudgeted compute (0: never)")
       ->check(examples::non_negative_real());
   app.add_option("--seed", f.seed, "seed for candidate sampling and the random heuristic")
-      ->check(examples::whole_in_range<std::uint64_t>(0, std::numeric_limits<std::uint64_t>::max()));
-  app.add_option("--sample", f.sample, "candidates scored per eviction (0: the pool's default sampling)")
+      ->check(
+          examples::whole_in_range<std::uint64_t>(0, std::numeric_limits<std::uint64_t>::max()));
+  app.add_option("--sample", f.sample,
+                 "candidates scored per eviction (0: the pool's default sampling)")
       ->check(examples::whole_in_range<std::size_t>(0, 1'000'000'000));
   app.add_option("--cost", f.cost, "cost model: time, flops, bytes or unit");
   app.add_flag("--json", f.json, "one JSON object per run per line instead of a table");
-  app.add_flag("--sweep", f.sweep, "budgets 0.1..1.0 for every heuristic (unless given), written as a CSV and a "
-                                   "PNG plot per program");
+  app.add_flag("--sweep", f.sweep,
+               "budgets 0.1..1.0 for every heuristic (unless given), written as a CSV and a "
+               "PNG plot per program");
   app.add_option("--out", f.out, "file-name prefix of --sweep output");
-  app.add_flag("--optimal", f.optimal, "also solve the optimum (MIP, small programs) and Chen's sqrt(n) schedule");
+  app.add_flag("--optimal", f.optimal,
+               "also solve the optimum (MIP, small programs) and Chen's sqrt(n) schedule");
   app.add_option("--time-limit", f.time_limit, "seconds the MIP solver may take per budget")
       ->check(examples::real_in_range(0, false, 1e7, "a positive number of seconds up to 1e7"));
   CLI11_PARSE(app, argc, argv);

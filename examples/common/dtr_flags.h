@@ -1,20 +1,19 @@
 // The DTR flags every example shares, parsed by one parser: --budget (300MiB, 1.5GB, 123456,
 // a fraction such as 0.4, or none), --heuristic, --policy, --dtr-cost, --dtr-seed, --trace.
-// A fractional budget is a fraction of the unbudgeted peak, measured by running the first step
-// without a budget.  Usage:
+// A fractional budget is a fraction of the unbudgeted steady-state peak: the pool runs the first
+// two steps without a budget and measures the second (Pool::set_budget_fraction).  Usage:
 //   DtrFlags dtr; dtr.add_to(app); CLI11_PARSE(app, argc, argv); dtr.configure(pool);
 //   for (step...) { ...; dtr.after_step(pool); }
 #pragma once
+#include <CLI/CLI.hpp>
 #include <cstdio>
 #include <limits>
 #include <optional>
 #include <string>
 
-#include <CLI/CLI.hpp>
-
 #include "dtr/config.h"
-#include "examples/common/flag_checks.h"
 #include "dtr/pool.h"
+#include "examples/common/flag_checks.h"
 
 namespace remat::examples {
 
@@ -27,7 +26,8 @@ struct DtrFlags {
   std::uint64_t seed = 0;
 
   BudgetSpec spec;
-  std::optional<std::size_t> unbudgeted_peak;  // of the first step, for fractional budgets
+  std::optional<std::size_t>
+      unbudgeted_peak;  // of the measured step (or the first, without a budget)
   int steps_seen = 0;
 
   void add_to(CLI::App& app) {
@@ -41,9 +41,12 @@ struct DtrFlags {
         }
       };
     };
-    app.add_option("--budget", budget, "memory budget: bytes (300MiB, 1.5GB, 123456), a fraction of the unbudgeted peak (0.4), or none")
+    app.add_option("--budget", budget,
+                   "memory budget: bytes (300MiB, 1.5GB, 123456), a fraction of the unbudgeted "
+                   "peak (0.4), or none")
         ->check(valid([](const std::string& s) { parse_budget(s); }));
-    app.add_option("--heuristic", heuristic, "eviction heuristic: dtr, dtr-eq, dtr-local, lru, largest, msps, estar, random")
+    app.add_option("--heuristic", heuristic,
+                   "eviction heuristic: dtr, dtr-eq, dtr-local, lru, largest, msps, estar, random")
         ->check(valid([](const std::string& s) { heuristic_from_name(s); }));
     app.add_option("--policy", policy, "deallocation policy: eager-evict, banish, ignore")
         ->check(valid([](const std::string& s) { policy_from_name(s); }));
@@ -64,19 +67,19 @@ struct DtrFlags {
     cfg.seed = seed;
     cfg.budget = spec.bytes;
     pool.configure(cfg);
+    if (spec.fraction) pool.set_budget_fraction(*spec.fraction);
     if (!trace.empty()) pool.start_trace(trace);
     pool.reset_stats();
   }
 
   // Call after every training step.
   void after_step(Pool& pool) {
-    if (++steps_seen == 1 && !spec.bytes) unbudgeted_peak = pool.stats().peak_resident_bytes;
-    if (steps_seen == 1 && spec.fraction) {
-      const auto bytes = spec.resolve(*unbudgeted_peak);
-      pool.set_budget(bytes);
+    if (++steps_seen == 1 && spec.none()) unbudgeted_peak = pool.stats().peak_resident_bytes;
+    if (const auto bytes = pool.end_step()) {
+      unbudgeted_peak = pool.measured_peak();
       pool.reset_stats();  // what is reported from here on ran under the budget
-      std::printf("budget: %.2f of the unbudgeted first-step peak %.1f MiB = %.1f MiB\n", *spec.fraction,
-                  *unbudgeted_peak / 1048576.0, *bytes / 1048576.0);
+      std::printf("budget: %.2f of the unbudgeted peak of step %d, %.1f MiB = %.1f MiB\n",
+                  *spec.fraction, steps_seen, *unbudgeted_peak / 1048576.0, *bytes / 1048576.0);
     }
   }
 };

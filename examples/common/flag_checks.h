@@ -4,14 +4,14 @@
 // Usage: app.add_option("--steps", steps)->check(examples::whole_in_range<long>(0, 1e9));
 //        app.add_option("--lr", lr)->check(examples::positive_real());
 #pragma once
+#include <fmt/format.h>
+
+#include <CLI/CLI.hpp>
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
 #include <limits>
 #include <string>
-
-#include <CLI/CLI.hpp>
-#include <fmt/format.h>
 
 namespace remat::examples {
 
@@ -51,7 +51,8 @@ inline CLI::Validator real_in_range(double lo, bool closed, double hi, std::stri
         char* end = nullptr;
         const double v = s.empty() ? 0 : std::strtod(s.c_str(), &end);
         const bool parsed = !s.empty() && end == s.c_str() + s.size() && std::isfinite(v);
-        if (!parsed || v < lo || (!closed && v == lo) || v > hi) return fmt::format("must be {}, got '{}'", description, s);
+        if (!parsed || v < lo || (!closed && v == lo) || v > hi)
+          return fmt::format("must be {}, got '{}'", description, s);
         return {};
       },
       description);

@@ -2,17 +2,16 @@
 // --threads --data-dir --train-limit --test-limit --save --resume.
 // Usage: TrainFlags f; f.model = "resnet20"; f.add_to(app); ... f.total_steps(batches)
 #pragma once
+#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cstdint>
 #include <limits>
 #include <optional>
 #include <string>
 
-#include <CLI/CLI.hpp>
-
 #include "core/parallel.h"
-#include "examples/common/flag_checks.h"
 #include "core/random.h"
+#include "examples/common/flag_checks.h"
 #include "nn/mnist.h"
 #include "nn/serialize.h"
 
@@ -32,10 +31,12 @@ struct TrainFlags {
 
   void add_to(CLI::App& app) {
     app.add_option("--model", model, "the model to train");
-    app.add_option("--epochs", epochs, "passes over the training set")->check(whole_in_range(1, 1'000'000));
+    app.add_option("--epochs", epochs, "passes over the training set")
+        ->check(whole_in_range(1, 1'000'000));
     app.add_option("--steps", steps, "stop after this many steps (0: run every epoch)")
         ->check(whole_in_range(0L, kMaxSteps));
-    app.add_option("--batch-size", batch_size, "examples per step")->check(whole_in_range<std::int64_t>(1, kMaxCount));
+    app.add_option("--batch-size", batch_size, "examples per step")
+        ->check(whole_in_range<std::int64_t>(1, kMaxCount));
     app.add_option("--lr", lr, "learning rate")->check(positive_real());
     app.add_option("--seed", seed, "seed for initialisation, data order and augmentation")
         ->check(whole_in_range<std::uint64_t>(0, std::numeric_limits<std::uint64_t>::max()));
@@ -45,7 +46,8 @@ struct TrainFlags {
         ->check(whole_in_range<std::int64_t>(0, kMaxCount));
     app.add_option("--test-limit", test_limit, "evaluate on the first N test examples (0: all)")
         ->check(whole_in_range<std::int64_t>(0, kMaxCount));
-    app.add_option("--save", save_path, "save model and optimizer state here at the end (checked before training)");
+    app.add_option("--save", save_path,
+                   "save model and optimizer state here at the end (checked before training)");
     app.add_option("--resume", resume_path, "load model and optimizer state from here first");
   }
   // Applies --threads and --seed to the process.

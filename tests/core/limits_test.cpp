@@ -16,7 +16,8 @@ TEST(Threads, CountsBeyondAFewPerHardwareThreadAreErrors) {
   const int saved = num_threads();
   const int hw = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   EXPECT_EQ(max_threads(), 4 * hw);
-  EXPECT_TRUE(throws_with([] { set_num_threads(100000); }, {"set_num_threads", "100000", "hardware threads"}));
+  EXPECT_TRUE(throws_with([] { set_num_threads(100000); },
+                          {"set_num_threads", "100000", "hardware threads"}));
   EXPECT_TRUE(throws_with([] { set_num_threads(0); }, {"set_num_threads", "got 0"}));
   EXPECT_EQ(num_threads(), saved);  // a refused count changes nothing
   set_num_threads(max_threads());

@@ -2,6 +2,7 @@
 // bit-identical bytes, deep chains rematerialize without recursion, multi-output records restore
 // every output, and OutOfBudget leaves a usable pool.
 #include "dtr/pool.h"
+#include "nn/nn.h"
 #include "support/test_util.h"
 
 namespace remat {
@@ -9,7 +10,9 @@ namespace {
 
 using testing::bit_equal;
 
-Cell& cell_of(const Tensor& t) { return static_cast<Cell&>(*t.storage()); }
+Cell& cell_of(const Tensor& t) {
+  return static_cast<Cell&>(*t.storage());
+}
 
 // Restores the pool's configuration after each test.
 class Eviction : public ::testing::Test {
@@ -112,6 +115,51 @@ TEST_F(Eviction, OutOfBudgetReportsTheNumbersAndThePoolRecovers) {
   EXPECT_TRUE(bit_equal(y, exp(x)));
 }
 
+// OutOfBudget says what holds the bytes that cannot be evicted, by role, and the smallest
+// budget that could let the op run; that budget does.
+TEST_F(Eviction, OutOfBudgetBreaksDownWhatCannotBeEvicted) {
+  auto layer = std::make_shared<nn::Linear>(256, 256);  // 257 KiB of parameters
+  nn::SGD opt(layer->parameters(), {.lr = 0.1, .momentum = 0.9});
+  Tensor x = randn({64, 256}, {.seed = 3});  // 64 KiB of data
+  for (int step = 0; step < 2; ++step) {  // the second update makes the momentum buffers constants
+    {
+      Tensor loss = sum(layer->forward(x));
+      opt.zero_grad();
+      backward(loss);
+    }
+    opt.step();  // gradients and momentum buffers stay resident
+  }
+  const std::size_t base = pool().resident_bytes();
+  pool().set_budget(base + 1000);
+  try {
+    Tensor y = exp(x);  // needs 64 KiB more
+    FAIL() << "expected OutOfBudget";
+  } catch (const OutOfBudget& e) {
+    const UnevictableBytes& u = e.unevictable();
+    EXPECT_EQ(u.parameters, (256u * 256 + 256) * 4);
+    EXPECT_EQ(u.gradients, (256u * 256 + 256) * 4);
+    EXPECT_EQ(u.optimizer_state, (256u * 256 + 256) * 4);
+    EXPECT_GE(u.pinned, 64u * 256 * 4);  // the op's input, x
+    EXPECT_EQ(e.smallest_budget(), u.total() + 65536);
+    const std::string m = e.what();
+    for (const char* part : {"parameters 0.25 MiB", "accumulated gradients 0.25 MiB",
+                             "optimizer state 0.25 MiB", "it needs at least"})
+      EXPECT_NE(m.find(part), std::string::npos) << "'" << part << "' missing from: " << m;
+    pool().set_budget(e.smallest_budget());
+    EXPECT_NO_THROW(exp(x));
+  }
+  // Lowering the budget below the constants names them too, not an allocation of 0 bytes.
+  try {
+    pool().set_budget(1000);
+    FAIL() << "expected OutOfBudget";
+  } catch (const OutOfBudget& e) {
+    const std::string m = e.what();
+    EXPECT_EQ(m.find("needs 0 bytes"), std::string::npos) << m;
+    EXPECT_NE(m.find("cannot be evicted"), std::string::npos) << m;
+    EXPECT_NE(m.find("the smallest budget that could hold them"), std::string::npos) << m;
+  }
+}
+
 TEST_F(Eviction, LoweringTheBudgetEvictsAtOnce) {
   Tensor x = tensor<float>(std::vector<float>(4096, 0.5f), Shape{64, 64});  // a 16 KiB constant
   Tensor a = exp(x), b = tanh(x), c = sigmoid(x);
@@ -142,7 +190,8 @@ TEST_F(Eviction, EveryHeuristicAndPolicyComputesTheSameValues) {
   const float expected = program();
   const std::size_t peak = pool().stats().peak_resident_bytes;
   for (Heuristic h : all_heuristics()) {
-    for (DeallocPolicy p : {DeallocPolicy::EagerEvict, DeallocPolicy::Banish, DeallocPolicy::Ignore}) {
+    for (DeallocPolicy p :
+         {DeallocPolicy::EagerEvict, DeallocPolicy::Banish, DeallocPolicy::Ignore}) {
       DtrConfig cfg;
       cfg.heuristic = h;
       cfg.policy = p;

@@ -34,11 +34,13 @@ const std::string kSim = kExamples + "/../tools/dtr_sim";
                                    std::vector<std::string> fragments) {
   const Outcome o = run(program, args);
   if (o.status == 0) return ::testing::AssertionFailure() << args << " was accepted:\n" << o.output;
-  if (o.output.find("Segmentation") != std::string::npos || o.output.find("terminate called") != std::string::npos)
+  if (o.output.find("Segmentation") != std::string::npos ||
+      o.output.find("terminate called") != std::string::npos)
     return ::testing::AssertionFailure() << args << " crashed:\n" << o.output;
   for (const auto& f : fragments)
     if (o.output.find(f) == std::string::npos)
-      return ::testing::AssertionFailure() << args << ": the message lacks '" << f << "':\n" << o.output;
+      return ::testing::AssertionFailure() << args << ": the message lacks '" << f << "':\n"
+                                           << o.output;
   return ::testing::AssertionSuccess();
 }
 
@@ -59,15 +61,19 @@ TEST(BadFlags, TrainingFlagsNameTheirRange) {
   // An unwritable --save fails before training starts, not after it.
   const Outcome o = run(kResnet, "--save /nonexistent/dir/model.rmt --steps 1000");
   EXPECT_NE(o.status, 0);
-  EXPECT_NE(o.output.find("cannot save to '/nonexistent/dir/model.rmt'"), std::string::npos) << o.output;
+  EXPECT_NE(o.output.find("cannot save to '/nonexistent/dir/model.rmt'"), std::string::npos)
+      << o.output;
   EXPECT_EQ(o.output.find("steps of"), std::string::npos) << "training started:\n" << o.output;
 }
 
 TEST(BadFlags, OneStepRuns) {
   if (!std::filesystem::exists(kResnet)) GTEST_SKIP() << "examples are not built";
-  if (!std::filesystem::exists(nn::kFashionMnistDir)) GTEST_SKIP() << "Fashion-MNIST is not installed";
+  if (!std::filesystem::exists(nn::kFashionMnistDir))
+    GTEST_SKIP() << "Fashion-MNIST is not installed";
   for (const char* args : {"--steps 1", "--steps 3 --warmup 0"}) {
-    const Outcome o = run(kResnet, std::string(args) + " --batch-size 16 --train-limit 64 --test-limit 16 --budget none");
+    const Outcome o =
+        run(kResnet,
+            std::string(args) + " --batch-size 16 --train-limit 64 --test-limit 16 --budget none");
     EXPECT_EQ(o.status, 0) << args << ":\n" << o.output;
     EXPECT_NE(o.output.find("\"model\":\"resnet20\""), std::string::npos) << o.output;
   }

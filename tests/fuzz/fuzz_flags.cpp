@@ -11,8 +11,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   std::vector<std::string> args;
   std::string cur;
   for (std::size_t i = 0; i < size && args.size() < 16; ++i) {
-    if (data[i] == '\n') args.push_back(std::move(cur)), cur.clear();
-    else cur.push_back(static_cast<char>(data[i]));
+    if (data[i] == '\n')
+      args.push_back(std::move(cur)), cur.clear();
+    else
+      cur.push_back(static_cast<char>(data[i]));
   }
   if (args.size() < 16) args.push_back(cur);
   for (const auto& a : args) {

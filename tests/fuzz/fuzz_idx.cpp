@@ -6,10 +6,13 @@
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   if (size == 0) return 0;
   const std::string path = remat::fuzz::input_file(data + 1, size - 1, ".idx");
-  const std::optional<std::int64_t> limit = data[0] & 2 ? std::optional<std::int64_t>(data[0] >> 2) : std::nullopt;
+  const std::optional<std::int64_t> limit =
+      data[0] & 2 ? std::optional<std::int64_t>(data[0] >> 2) : std::nullopt;
   try {
-    if (data[0] & 1) remat::nn::read_idx_labels(path, limit);
-    else remat::nn::read_idx_images(path, limit);
+    if (data[0] & 1)
+      remat::nn::read_idx_labels(path, limit);
+    else
+      remat::nn::read_idx_images(path, limit);
   } catch (const remat::Error&) {
   }
   return 0;

@@ -1,14 +1,14 @@
 // Shared by the fuzz targets: the readers under test take file paths, so each input is written
-// to a file private to this process first.  Usage: const std::string p = input_file(data, size, ".rmt");
+// to a file private to this process first.  Usage: const std::string p = input_file(data, size,
+// ".rmt");
 #pragma once
+#include <fmt/format.h>
 #include <unistd.h>
 
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <string>
-
-#include <fmt/format.h>
 
 namespace remat::fuzz {
 

@@ -31,7 +31,8 @@ struct TwoGroups {
 // Steps the scheduler and compares both groups' lr with PyTorch's after every step (row 0:
 // right after construction).  The formulas are evaluated in PyTorch's order, so the doubles
 // agree to the last bit or two.
-void check(const std::string& name, const std::function<std::shared_ptr<nn::LRScheduler>(nn::Optimizer&)>& make) {
+void check(const std::string& name,
+           const std::function<std::shared_ptr<nn::LRScheduler>(nn::Optimizer&)>& make) {
   SCOPED_TRACE(name);
   const auto& c = find_case(fixture(), name);
   const auto expected = c["lrs"].to_vector<double>();
@@ -46,7 +47,8 @@ void check(const std::string& name, const std::function<std::shared_ptr<nn::LRSc
     }
     for (std::size_t group = 0; group < 2; ++group) {
       const double want = expected[2 * k + group];
-      EXPECT_NEAR(g.opt.lr(group), want, 1e-15 * want + 1e-18) << "after " << k << " steps, group " << group;
+      EXPECT_NEAR(g.opt.lr(group), want, 1e-15 * want + 1e-18)
+          << "after " << k << " steps, group " << group;
       EXPECT_EQ(sched->get_last_lr().at(group), g.opt.lr(group));
     }
   }
@@ -57,13 +59,17 @@ TEST(LRScheduler, StepLR) {
 }
 
 TEST(LRScheduler, CosineAnnealing) {
-  check("cosine", [](nn::Optimizer& o) { return std::make_shared<nn::CosineAnnealingLR>(o, 10, 0.001); });
-  check("cosine_zero_min", [](nn::Optimizer& o) { return std::make_shared<nn::CosineAnnealingLR>(o, 7); });
+  check("cosine",
+        [](nn::Optimizer& o) { return std::make_shared<nn::CosineAnnealingLR>(o, 10, 0.001); });
+  check("cosine_zero_min",
+        [](nn::Optimizer& o) { return std::make_shared<nn::CosineAnnealingLR>(o, 7); });
 }
 
 TEST(LRScheduler, LinearWarmup) {
-  check("linear", [](nn::Optimizer& o) { return std::make_shared<nn::LinearWarmup>(o, 0.1, 1.0, 5); });
-  check("linear_down", [](nn::Optimizer& o) { return std::make_shared<nn::LinearLR>(o, 1.0, 0.25, 4); });
+  check("linear",
+        [](nn::Optimizer& o) { return std::make_shared<nn::LinearWarmup>(o, 0.1, 1.0, 5); });
+  check("linear_down",
+        [](nn::Optimizer& o) { return std::make_shared<nn::LinearLR>(o, 1.0, 0.25, 4); });
 }
 
 TEST(LRScheduler, WarmupThenCosine) {
@@ -71,8 +77,8 @@ TEST(LRScheduler, WarmupThenCosine) {
   check("warmup_cosine", [](nn::Optimizer& o) {
     auto warm = std::make_shared<nn::LinearLR>(o, 0.25, 1.0, 4);
     auto cos = std::make_shared<nn::CosineAnnealingLR>(o, 8, 1e-4);
-    return std::make_shared<nn::SequentialLR>(o, std::vector<std::shared_ptr<nn::LRScheduler>>{warm, cos},
-                                              std::vector<std::int64_t>{4});
+    return std::make_shared<nn::SequentialLR>(
+        o, std::vector<std::shared_ptr<nn::LRScheduler>>{warm, cos}, std::vector<std::int64_t>{4});
   });
 }
 
@@ -96,8 +102,9 @@ TEST(LRScheduler, SequentialOfThree) {
     auto warm = std::make_shared<nn::LinearLR>(o, 0.5, 1.0, 2);
     auto step = std::make_shared<nn::StepLR>(o, 2, 0.3);
     auto cos = std::make_shared<nn::CosineAnnealingLR>(o, 5);
-    return std::make_shared<nn::SequentialLR>(o, std::vector<std::shared_ptr<nn::LRScheduler>>{warm, step, cos},
-                                              std::vector<std::int64_t>{3, 7});
+    return std::make_shared<nn::SequentialLR>(
+        o, std::vector<std::shared_ptr<nn::LRScheduler>>{warm, step, cos},
+        std::vector<std::int64_t>{3, 7});
   });
 }
 
@@ -118,21 +125,37 @@ TEST(LRScheduler, BadArgumentsAreClearErrors) {
   TwoGroups g;
   EXPECT_TRUE(throws_with([&] { nn::StepLR(g.opt, 0); }, {"StepLR", "step_size", "0"}));
   EXPECT_TRUE(throws_with([&] { nn::StepLR(g.opt, 2, -0.5); }, {"StepLR", "gamma"}));
-  EXPECT_TRUE(throws_with([&] { nn::CosineAnnealingLR(g.opt, 0); }, {"CosineAnnealingLR", "T_max"}));
-  EXPECT_TRUE(throws_with([&] { nn::CosineAnnealingLR(g.opt, 5, -1.0); }, {"CosineAnnealingLR", "eta_min"}));
-  EXPECT_TRUE(throws_with([&] { nn::LinearLR(g.opt, 0.0); }, {"LinearLR", "start_factor", "(0, 1]"}));
-  EXPECT_TRUE(throws_with([&] { nn::LinearLR(g.opt, 0.5, 1.5); }, {"LinearLR", "end_factor", "1.5"}));
+  EXPECT_TRUE(
+      throws_with([&] { nn::CosineAnnealingLR(g.opt, 0); }, {"CosineAnnealingLR", "T_max"}));
+  EXPECT_TRUE(throws_with([&] { nn::CosineAnnealingLR(g.opt, 5, -1.0); },
+                          {"CosineAnnealingLR", "eta_min"}));
+  EXPECT_TRUE(
+      throws_with([&] { nn::LinearLR(g.opt, 0.0); }, {"LinearLR", "start_factor", "(0, 1]"}));
+  EXPECT_TRUE(
+      throws_with([&] { nn::LinearLR(g.opt, 0.5, 1.5); }, {"LinearLR", "end_factor", "1.5"}));
   EXPECT_TRUE(throws_with([&] { nn::LinearLR(g.opt, 0.5, 1.0, 0); }, {"LinearLR", "total_iters"}));
   auto a = std::make_shared<nn::StepLR>(g.opt, 2);
   auto b = std::make_shared<nn::StepLR>(g.opt, 3);
   using List = std::vector<std::shared_ptr<nn::LRScheduler>>;
-  EXPECT_TRUE(throws_with([&] { nn::SequentialLR(g.opt, List{a, b}, {}); }, {"SequentialLR", "2 schedulers", "0 milestones"}));
-  EXPECT_TRUE(throws_with([&] { nn::SequentialLR(g.opt, List{a, b, a}, {3, 2}); }, {"SequentialLR", "increasing"}));
+  EXPECT_TRUE(throws_with(
+      [&] {
+        nn::SequentialLR(g.opt, List{a, b}, {});
+      },
+      {"SequentialLR", "2 schedulers", "0 milestones"}));
+  EXPECT_TRUE(throws_with(
+      [&] {
+        nn::SequentialLR(g.opt, List{a, b, a}, {3, 2});
+      },
+      {"SequentialLR", "increasing"}));
   TwoGroups other;
   auto foreign = std::make_shared<nn::StepLR>(other.opt, 2);
-  EXPECT_TRUE(throws_with([&] { nn::SequentialLR(g.opt, List{a, foreign}, {2}); },
-                          {"SequentialLR", "scheduler 1", "different optimizer"}));
-  EXPECT_TRUE(throws_with([&] { nn::warmup_cosine(g.opt, -1, 0.1, 10); }, {"warmup_cosine", "warmup_steps", "-1"}));
+  EXPECT_TRUE(throws_with(
+      [&] {
+        nn::SequentialLR(g.opt, List{a, foreign}, {2});
+      },
+      {"SequentialLR", "scheduler 1", "different optimizer"}));
+  EXPECT_TRUE(throws_with([&] { nn::warmup_cosine(g.opt, -1, 0.1, 10); },
+                          {"warmup_cosine", "warmup_steps", "-1"}));
 }
 
 }  // namespace

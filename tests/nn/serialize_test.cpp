@@ -8,9 +8,9 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <cstring>
 #include <functional>
 #include <iterator>
 #include <set>
@@ -78,7 +78,8 @@ class SerializeTest : public ::testing::Test {
  protected:
   void SetUp() override {
     const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    dir_ = fs::temp_directory_path() / fmt::format("remat_serialize_{}_{}", ::getpid(), info->name());
+    dir_ =
+        fs::temp_directory_path() / fmt::format("remat_serialize_{}_{}", ::getpid(), info->name());
     fs::remove_all(dir_);
     fs::create_directories(dir_);
   }
@@ -91,7 +92,8 @@ class SerializeTest : public ::testing::Test {
   std::vector<std::string> others(const std::set<std::string>& expected) const {
     std::vector<std::string> out;
     for (const auto& e : fs::directory_iterator(dir_))
-      if (!expected.count(e.path().filename().string())) out.push_back(e.path().filename().string());
+      if (!expected.count(e.path().filename().string()))
+        out.push_back(e.path().filename().string());
     return out;
   }
   fs::path dir_;
@@ -105,7 +107,9 @@ struct Net : nn::Module {
     register_buffer("scale", uniform({3}, 0.5, 1.5));
     register_buffer("count", tensor<std::int64_t>({0}, Shape{}));
   }
-  Tensor forward(const Tensor& x) override { return mul(fc2->forward(relu(fc1->forward(x))), buffer("scale")); }
+  Tensor forward(const Tensor& x) override {
+    return mul(fc2->forward(relu(fc1->forward(x))), buffer("scale"));
+  }
   std::shared_ptr<nn::Linear> fc1, fc2;
 };
 
@@ -114,9 +118,11 @@ std::map<std::string, Tensor> snapshot(const nn::Module& m) {
   for (const auto& [k, v] : m.state_dict()) out[k] = clone(v);
   return out;
 }
-::testing::AssertionResult same_state(const nn::Module& m, const std::map<std::string, Tensor>& snap) {
+::testing::AssertionResult same_state(const nn::Module& m,
+                                      const std::map<std::string, Tensor>& snap) {
   const auto sd = m.state_dict();
-  if (sd.size() != snap.size()) return ::testing::AssertionFailure() << "different number of entries";
+  if (sd.size() != snap.size())
+    return ::testing::AssertionFailure() << "different number of entries";
   for (const auto& [k, v] : sd) {
     auto r = bit_equal(v, snap.at(k));
     if (!r) return r << " (entry " << k << ")";
@@ -136,7 +142,8 @@ void train_step(Net& net, nn::Optimizer& opt, int step) {
 
 TEST_F(SerializeTest, ByteLayoutAsDocumented) {
   const auto p = path("a.rmt");
-  nn::save_state(p, {{"x", tensor<std::int64_t>({7}, Shape{})}, {"w", tensor<float>({1.5f, -2.f, 0.25f, 8.f}, Shape{2, 2})}});
+  nn::save_state(p, {{"x", tensor<std::int64_t>({7}, Shape{})},
+                     {"w", tensor<float>({1.5f, -2.f, 0.25f, 8.f}, Shape{2, 2})}});
   const Bytes b = read_bytes(p);
   // Header.
   ASSERT_GE(b.size(), 28u);
@@ -225,9 +232,14 @@ TEST_F(SerializeTest, TrainingContinuesIdenticallyAfterReload) {
     SCOPED_TRACE(kind);
     Net a;
     std::unique_ptr<nn::Optimizer> opt_a;
-    if (kind == 0) opt_a = std::make_unique<nn::SGD>(a.parameters(), nn::SGDOptions{.lr = 0.1, .momentum = 0.9, .nesterov = true});
-    if (kind == 1) opt_a = std::make_unique<nn::Adam>(a.parameters(), nn::AdamOptions{.lr = 0.01, .amsgrad = true});
-    if (kind == 2) opt_a = std::make_unique<nn::AdamW>(a.parameters(), nn::AdamWOptions{.lr = 0.01});
+    if (kind == 0)
+      opt_a = std::make_unique<nn::SGD>(
+          a.parameters(), nn::SGDOptions{.lr = 0.1, .momentum = 0.9, .nesterov = true});
+    if (kind == 1)
+      opt_a =
+          std::make_unique<nn::Adam>(a.parameters(), nn::AdamOptions{.lr = 0.01, .amsgrad = true});
+    if (kind == 2)
+      opt_a = std::make_unique<nn::AdamW>(a.parameters(), nn::AdamWOptions{.lr = 0.01});
     nn::StepLR sched(*opt_a, 1, 0.5);
     for (int s = 0; s < 3; ++s) {
       train_step(a, *opt_a, s);
@@ -238,9 +250,13 @@ TEST_F(SerializeTest, TrainingContinuesIdenticallyAfterReload) {
 
     Net b;
     std::unique_ptr<nn::Optimizer> opt_b;
-    if (kind == 0) opt_b = std::make_unique<nn::SGD>(b.parameters(), nn::SGDOptions{.lr = 0.7, .momentum = 0.9, .nesterov = true});
+    if (kind == 0)
+      opt_b = std::make_unique<nn::SGD>(
+          b.parameters(), nn::SGDOptions{.lr = 0.7, .momentum = 0.9, .nesterov = true});
     if (kind == 1) opt_b = std::make_unique<nn::Adam>(b.parameters(), nn::AdamOptions{.lr = 0.7});
-    if (kind == 2) opt_b = std::make_unique<nn::AdamW>(b.parameters(), nn::AdamWOptions{.lr = 0.7, .weight_decay = 0.5});
+    if (kind == 2)
+      opt_b = std::make_unique<nn::AdamW>(b.parameters(),
+                                          nn::AdamWOptions{.lr = 0.7, .weight_decay = 0.5});
     nn::load(b, path("model.rmt"));
     nn::load(*opt_b, path("opt.rmt"));
     EXPECT_EQ(opt_b->lr(0), opt_a->lr(0));
@@ -280,12 +296,14 @@ TEST_F(SerializeTest, CorruptFilesAreClearErrorsAndChangeNothing) {
 
   // Truncated at many offsets: inside the magic, the version, the header, a name, the dtype,
   // a shape, the byte length, the data, a checksum, the footer; and at a record boundary.
-  for (std::size_t cut : {std::size_t{0}, std::size_t{5}, std::size_t{8}, std::size_t{10}, std::size_t{20},
-                          std::size_t{28}, first.start + 6, first.dims - 3, weight.dims + 12, weight.nbytes_at + 4,
-                          weight.data + 3, weight.crc_at + 2, recs[3].start, good.size() - 12, good.size() - 5,
-                          good.size() - 1}) {
+  for (std::size_t cut :
+       {std::size_t{0}, std::size_t{5}, std::size_t{8}, std::size_t{10}, std::size_t{20},
+        std::size_t{28}, first.start + 6, first.dims - 3, weight.dims + 12, weight.nbytes_at + 4,
+        weight.data + 3, weight.crc_at + 2, recs[3].start, good.size() - 12, good.size() - 5,
+        good.size() - 1}) {
     SCOPED_TRACE(fmt::format("truncated to {} of {} bytes", cut, good.size()));
-    expect_error(Bytes(good.begin(), good.begin() + static_cast<std::ptrdiff_t>(cut)), {"truncated"});
+    expect_error(Bytes(good.begin(), good.begin() + static_cast<std::ptrdiff_t>(cut)),
+                 {"truncated"});
   }
   // Every cut must fail (whatever the message), none may crash or succeed.
   for (std::size_t cut = 0; cut < good.size(); cut += 7) {
@@ -348,7 +366,8 @@ TEST_F(SerializeTest, CorruptFilesAreClearErrorsAndChangeNothing) {
   }
   {
     Bytes b = good;
-    put_le(b, weight.dims, std::uint64_t{1} << 40, 8);  // a huge shape whose size the length matches
+    put_le(b, weight.dims, std::uint64_t{1} << 40,
+           8);  // a huge shape whose size the length matches
     put_le(b, weight.nbytes_at, (std::uint64_t{1} << 40) * 4 * 4, 8);
     expect_error(b, {"truncated", "fc1.weight", "needs"});
   }
@@ -379,7 +398,8 @@ TEST_F(SerializeTest, CorruptFilesAreClearErrorsAndChangeNothing) {
     b.push_back(0);
     expect_error(b, {"1 unexpected bytes after the end marker"});
   }
-  EXPECT_TRUE(throws_with([&] { nn::load(target, path("missing.rmt")); }, {"cannot open", "missing.rmt"}));
+  EXPECT_TRUE(
+      throws_with([&] { nn::load(target, path("missing.rmt")); }, {"cannot open", "missing.rmt"}));
   EXPECT_TRUE(throws_with([&] { nn::load(target, dir_.string()); }, {"regular file"}));
 }
 
@@ -388,7 +408,8 @@ TEST_F(SerializeTest, MismatchedModuleFilesAreClearErrorsAndChangeNothing) {
   const auto before = snapshot(target);
   const auto good = source.state_dict();
   const auto p = path("m.rmt");
-  auto expect_error = [&](std::map<std::string, Tensor> entries, std::vector<std::string> fragments) {
+  auto expect_error = [&](std::map<std::string, Tensor> entries,
+                          std::vector<std::string> fragments) {
     nn::save_state(p, entries);
     fragments.push_back(p);
     EXPECT_TRUE(throws_with([&] { nn::load(target, p); }, fragments));
@@ -439,12 +460,15 @@ TEST_F(SerializeTest, MismatchedOptimizerFilesAreClearErrorsAndChangeNothing) {
   // An optimizer over parameters of other shapes.
   auto small = std::make_shared<nn::Linear>(4, 2);
   nn::SGD sgd_small(small->parameters(), {.lr = 0.2, .momentum = 0.9});
-  EXPECT_TRUE(throws_with([&] { nn::load(sgd_small, path("sgd.rmt")); }, {path("sgd.rmt"), "parameter"}));
+  EXPECT_TRUE(
+      throws_with([&] { nn::load(sgd_small, path("sgd.rmt")); }, {path("sgd.rmt"), "parameter"}));
   EXPECT_EQ(sgd_small.lr(0), 0.2);
 
   // A module file is not an optimizer file.
   nn::save(net, path("net.rmt"));
-  EXPECT_TRUE(throws_with([&] { nn::load(sgd, path("net.rmt")); }, {path("net.rmt"), "missing entry 'optimizer.SGD'", "not the state of an optimizer"}));
+  EXPECT_TRUE(throws_with(
+      [&] { nn::load(sgd, path("net.rmt")); },
+      {path("net.rmt"), "missing entry 'optimizer.SGD'", "not the state of an optimizer"}));
   EXPECT_EQ(sgd.lr(0), 0.1);
 }
 
@@ -460,10 +484,13 @@ TEST_F(SerializeTest, FailedSaveKeepsThePreviousFile) {
            {"open", 0}, {"write", 0}, {"write", 1}, {"fsync", 0}, {"rename", 0}}) {
     SCOPED_TRACE(stage);
     std::size_t calls = 0;
-    nn::detail::set_save_fault_hook([&, stage = stage, after = after](std::string_view s, std::size_t) {
-      if (s == stage && calls++ == after) throw std::runtime_error("simulated failure at " + std::string(s));
-    });
-    EXPECT_TRUE(throws_with([&] { nn::save(changed, p); }, {p, "simulated failure at " + stage, "unchanged"}));
+    nn::detail::set_save_fault_hook(
+        [&, stage = stage, after = after](std::string_view s, std::size_t) {
+          if (s == stage && calls++ == after)
+            throw std::runtime_error("simulated failure at " + std::string(s));
+        });
+    EXPECT_TRUE(throws_with([&] { nn::save(changed, p); },
+                            {p, "simulated failure at " + stage, "unchanged"}));
     nn::detail::set_save_fault_hook(nullptr);
     EXPECT_EQ(read_bytes(p), old);
     EXPECT_TRUE(others({"net.rmt"}).empty()) << others({"net.rmt"}).front();
@@ -487,7 +514,8 @@ TEST_F(SerializeTest, FailedSaveKeepsThePreviousFile) {
     EXPECT_TRUE(others({"net.rmt"}).empty());
   }
   // Real failures: a directory that does not exist, and a target that is a directory.
-  EXPECT_TRUE(throws_with([&] { nn::save(net, path("no/such/dir/net.rmt")); }, {"no/such/dir", "temporary file"}));
+  EXPECT_TRUE(throws_with([&] { nn::save(net, path("no/such/dir/net.rmt")); },
+                          {"no/such/dir", "temporary file"}));
   fs::create_directory(dir_ / "taken");
   fs::create_directory(dir_ / "taken" / "inside");
   EXPECT_TRUE(throws_with([&] { nn::save(net, path("taken")); }, {"taken", "names a directory"}));
@@ -524,14 +552,28 @@ TEST_F(SerializeTest, NextSaveRemovesTemporariesOfDeadWriters) {
 TEST_F(SerializeTest, SavePathIsCheckedBeforeAnyWork) {
   nn::check_save_path(path("fine.rmt"));
   EXPECT_TRUE(others({}).empty());  // the probe leaves nothing behind
-  EXPECT_TRUE(throws_with([&] { nn::check_save_path(path("no/such/dir/x.rmt")); }, {"cannot save to", "no/such/dir"}));
-  EXPECT_TRUE(throws_with([&] { nn::check_save_path(dir_.string()); }, {"cannot save to", "names a directory"}));
+  EXPECT_TRUE(throws_with([&] { nn::check_save_path(path("no/such/dir/x.rmt")); },
+                          {"cannot save to", "no/such/dir"}));
+  EXPECT_TRUE(throws_with([&] { nn::check_save_path(dir_.string()); },
+                          {"cannot save to", "names a directory"}));
 }
 
 TEST_F(SerializeTest, BadArgumentsToSave) {
-  EXPECT_TRUE(throws_with([&] { nn::save_state(path("x.rmt"), {{"", zeros({1})}}); }, {"names", "1 to 65535"}));
-  EXPECT_TRUE(throws_with([&] { nn::save_state(path("x.rmt"), {{"a", Tensor()}}); }, {"'a'", "undefined"}));
-  EXPECT_TRUE(throws_with([&] { nn::save_state(dir_.string() + "/", {{"a", zeros({1})}}); }, {"directory"}));
+  EXPECT_TRUE(throws_with(
+      [&] {
+        nn::save_state(path("x.rmt"), {{"", zeros({1})}});
+      },
+      {"names", "1 to 65535"}));
+  EXPECT_TRUE(throws_with(
+      [&] {
+        nn::save_state(path("x.rmt"), {{"a", Tensor()}});
+      },
+      {"'a'", "undefined"}));
+  EXPECT_TRUE(throws_with(
+      [&] {
+        nn::save_state(dir_.string() + "/", {{"a", zeros({1})}});
+      },
+      {"directory"}));
   EXPECT_TRUE(others({}).empty());
 }
 

@@ -15,7 +15,9 @@ const std::vector<testing::FixtureCase>& fixture() {
   return cases;
 }
 
-double tol(DType t) { return t == DType::Float32 ? 1e-5 : 1e-12; }
+double tol(DType t) {
+  return t == DType::Float32 ? 1e-5 : 1e-12;
+}
 
 TEST(Elementwise, UnaryMatchesPyTorch) {
   for (std::string tag : {"f32", "f64"}) {
@@ -133,7 +135,8 @@ TEST(Elementwise, ReluBackwardMasksByTheOutput) {
   auto fn = [](const std::vector<Tensor>& in) { return relu(in[0]); };
   EXPECT_TRUE(gradcheck(fn, {z}));
   EXPECT_TRUE(gradgradcheck(fn, {z}));
-  EXPECT_TRUE(testing::throws_with([&] { relu_backward(g, relu(z)); }, {"relu_backward: grad and output must have the same shape"}));
+  EXPECT_TRUE(testing::throws_with([&] { relu_backward(g, relu(z)); },
+                                   {"relu_backward: grad and output must have the same shape"}));
 }
 
 TEST(Elementwise, BinaryGradientsWithBroadcasting) {
@@ -179,8 +182,8 @@ TEST(Elementwise, ErrorsNameTheOpAndShapes) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("mul: dtype mismatch"), std::string::npos) << e.what();
   }
-  EXPECT_THROW(exp(arange(0, 3)), Error);  // int64 exp
-  EXPECT_THROW(clamp(zeros({2}), 1.0, 0.0), Error);
+  EXPECT_THROW(exp(arange(0, 3)), Error);                              // int64 exp
+  EXPECT_THROW(clamp(zeros({2}), std::nullopt, std::nullopt), Error);  // neither bound
 }
 
 }  // namespace

@@ -73,7 +73,8 @@ TEST(BatchNorm, MatchesPyTorch) {
       EXPECT_TRUE(all_close(rm, c["new_running_mean"], tol.rtol, tol.atol)) << name;
       EXPECT_TRUE(all_close(rv, c["new_running_var"], tol.rtol, tol.atol)) << name;
       if (c.num("training") == 0) {
-        EXPECT_TRUE(all_close(rm, c["running_mean"], 0, 0)) << name << ": evaluation must not update";
+        EXPECT_TRUE(all_close(rm, c["running_mean"], 0, 0))
+            << name << ": evaluation must not update";
       }
     }
     check_grads(c, y, {{"x", x}, {"weight", w}, {"bias", b}});

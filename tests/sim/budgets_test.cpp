@@ -1,5 +1,6 @@
 // dtr_sim's --budget values: lists, ranges of fractions and of bytes, and clear errors.
 #include "sim/budgets.h"
+
 #include "sim/plot.h"
 #include "support/test_util.h"
 
@@ -20,7 +21,8 @@ TEST(Budgets, ListsAndRanges) {
   ASSERT_EQ(range.size(), 10u);
   EXPECT_EQ(range[2], 0.3);  // rounded, not 0.30000000000000004
   EXPECT_EQ(range.back(), 1.0);
-  EXPECT_EQ(fractions(parse_budget_list("0.05:0.2:0.05")), (std::vector<double>{0.05, 0.1, 0.15, 0.2}));
+  EXPECT_EQ(fractions(parse_budget_list("0.05:0.2:0.05")),
+            (std::vector<double>{0.05, 0.1, 0.15, 0.2}));
   const auto bytes = parse_budget_list("1MiB:3MiB:1MiB, 5000");
   ASSERT_EQ(bytes.size(), 4u);
   EXPECT_EQ(*bytes[1].bytes, 2u << 20);
@@ -37,7 +39,8 @@ TEST(Budgets, BadTextIsAnError) {
   EXPECT_TRUE(throws_with([] { parse_budget_list("12 apples"); }, {"apples"}));
   // Sizes no machine has are errors, not 2^63 bytes from an overflowing conversion.
   EXPECT_TRUE(throws_with([] { parse_budget("1e30B"); }, {"1e30B", "more than 1 PiB"}));
-  EXPECT_TRUE(throws_with([] { parse_budget("99999999999999999999"); }, {"99999999999999999999", "1 PiB"}));
+  EXPECT_TRUE(
+      throws_with([] { parse_budget("99999999999999999999"); }, {"99999999999999999999", "1 PiB"}));
   EXPECT_EQ(*parse_budget("1024TiB").bytes, std::size_t{1} << 50);
   // A step so small that the count of steps is no integer at all.
   EXPECT_TRUE(throws_with([] { parse_budget_list("0.1:1.0:1e-300"); }, {"too many steps"}));

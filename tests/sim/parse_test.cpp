@@ -52,7 +52,7 @@ TEST(Parse, PrototypeLogStartsAfterStartAndResolvesNames) {
   o.cost = CostModel::Unit;
   const ReplayResult r = replay(p, o);
   EXPECT_EQ(r.status, ReplayStatus::Ok);
-  EXPECT_EQ(r.compute, 3.0);  // relu, view, add_
+  EXPECT_EQ(r.compute, 3.0);       // relu, view, add_
   EXPECT_EQ(r.peak_bytes, 1200u);  // x1, relu's output, add_'s output
 }
 
@@ -64,12 +64,18 @@ TEST(Parse, ReadsAPlainFile) {
   ASSERT_EQ(programs.size(), 1u);
   EXPECT_EQ(programs[0].source, path);
   EXPECT_EQ(programs[0].events.size(), 7u);
-  EXPECT_TRUE(throws_with([] { read_programs("/nonexistent/remat.log"); }, {"/nonexistent/remat.log"}));
+  EXPECT_TRUE(
+      throws_with([] { read_programs("/nonexistent/remat.log"); }, {"/nonexistent/remat.log"}));
 }
 
-std::string start() { return "{\"INSTRUCTION\":\"ANNOTATE\",\"ANNOTATION\":\"START\"}\n"; }
+std::string start() {
+  return "{\"INSTRUCTION\":\"ANNOTATE\",\"ANNOTATION\":\"START\"}\n";
+}
 std::string constant(const char* name) {
-  return fmt::format("{{\"INSTRUCTION\":\"CONSTANT\",\"NAME\":\"{0}\"}}\n{{\"INSTRUCTION\":\"MEMORY\",\"NAME\":\"{0}\",\"MEMORY\":\"64\"}}\n", name);
+  return fmt::format(
+      "{{\"INSTRUCTION\":\"CONSTANT\",\"NAME\":\"{0}\"}}\n{{\"INSTRUCTION\":\"MEMORY\",\"NAME\":\"{"
+      "0}\",\"MEMORY\":\"64\"}}\n",
+      name);
 }
 
 TEST(Parse, MalformedLinesNameTheirLine) {
@@ -78,26 +84,49 @@ TEST(Parse, MalformedLinesNameTheirLine) {
   };
   EXPECT_TRUE(fails(start() + "{\"INSTRUCTION\":\"CALL\",\n", {"bad.log:2", "not valid JSON"}));
   EXPECT_TRUE(fails(start() + "[1,2]\n", {"bad.log:2", "JSON object"}));
-  EXPECT_TRUE(fails(start() + "{\"INSTRUCTION\":\"FROB\"}\n", {"bad.log:2", "unknown INSTRUCTION 'FROB'"}));
+  EXPECT_TRUE(
+      fails(start() + "{\"INSTRUCTION\":\"FROB\"}\n", {"bad.log:2", "unknown INSTRUCTION 'FROB'"}));
   EXPECT_TRUE(fails(start() + "{\"NAME\":\"x1\"}\n", {"bad.log:2", "no field INSTRUCTION"}));
-  EXPECT_TRUE(fails(start() + constant("x1") + R"({"INSTRUCTION":"CALL","NAME":"relu","ARGS":["x1"],"TIME":"5"})" "\n",
+  EXPECT_TRUE(fails(start() + constant("x1") +
+                        R"({"INSTRUCTION":"CALL","NAME":"relu","ARGS":["x1"],"TIME":"5"})"
+                        "\n",
                     {"bad.log:4", "CALL has no field RESULT"}));
-  EXPECT_TRUE(fails(start() + constant("x1") + R"({"INSTRUCTION":"CALL","NAME":"relu","ARGS":["x9"],"RESULT":["x2"],"TIME":"5"})" "\n",
-                    {"bad.log:4", "unknown tensor x9"}));
-  EXPECT_TRUE(fails(start() + R"({"INSTRUCTION":"MEMORY","NAME":"x1","MEMORY":"64"})" "\n" + constant("x1"),
+  EXPECT_TRUE(
+      fails(start() + constant("x1") +
+                R"({"INSTRUCTION":"CALL","NAME":"relu","ARGS":["x9"],"RESULT":["x2"],"TIME":"5"})"
+                "\n",
+            {"bad.log:4", "unknown tensor x9"}));
+  EXPECT_TRUE(fails(start() +
+                        R"({"INSTRUCTION":"MEMORY","NAME":"x1","MEMORY":"64"})"
+                        "\n" +
+                        constant("x1"),
                     {"bad.log:2", "MEMORY line for x1 does not follow"}));
   EXPECT_TRUE(fails(start() + "{\"INSTRUCTION\":\"CONSTANT\",\"NAME\":\"x1\"}\n" + constant("x2"),
                     {"bad.log:3", "expected the MEMORY line of CONSTANT x1"}));
-  EXPECT_TRUE(fails(start() + constant("x1") + R"({"INSTRUCTION":"RELEASE","NAME":"x1"})" "\n" +
-                        R"({"INSTRUCTION":"RELEASE","NAME":"x1"})" "\n",
+  EXPECT_TRUE(fails(start() + constant("x1") +
+                        R"({"INSTRUCTION":"RELEASE","NAME":"x1"})"
+                        "\n" +
+                        R"({"INSTRUCTION":"RELEASE","NAME":"x1"})"
+                        "\n",
                     {"bad.log:5", "x1 is used after its last release"}));
-  EXPECT_TRUE(fails(start() + constant("x1") + R"({"INSTRUCTION":"MEMORY","NAME":"x1","MEMORY":"-4"})" "\n",
+  EXPECT_TRUE(fails(start() + constant("x1") +
+                        R"({"INSTRUCTION":"MEMORY","NAME":"x1","MEMORY":"-4"})"
+                        "\n",
                     {"bad.log:4", "MEMORY"}));
-  EXPECT_TRUE(fails(start() + constant("x1") + R"({"INSTRUCTION":"CALL","NAME":"v","ARGS":["x1"],"RESULT":["x2"],"TIME":"5"})" "\n" +
-                        R"({"INSTRUCTION":"MEMORY","NAME":"x2","MEMORY":"64"})" "\n" + R"({"INSTRUCTION":"ALIAS","NAME":"x2","ALIAS":"3"})" "\n",
-                    {"bad.log:6", "ALIAS 3 of x2"}));
-  EXPECT_TRUE(fails(start() + constant("x1") + R"({"INSTRUCTION":"CALL","NAME":"relu","ARGS":["x1"],"RESULT":["x2"],"TIME":"fast"})" "\n",
-                    {"bad.log:4", "field TIME must be a number"}));
+  EXPECT_TRUE(
+      fails(start() + constant("x1") +
+                R"({"INSTRUCTION":"CALL","NAME":"v","ARGS":["x1"],"RESULT":["x2"],"TIME":"5"})"
+                "\n" +
+                R"({"INSTRUCTION":"MEMORY","NAME":"x2","MEMORY":"64"})"
+                "\n" +
+                R"({"INSTRUCTION":"ALIAS","NAME":"x2","ALIAS":"3"})"
+                "\n",
+            {"bad.log:6", "ALIAS 3 of x2"}));
+  EXPECT_TRUE(fails(
+      start() + constant("x1") +
+          R"({"INSTRUCTION":"CALL","NAME":"relu","ARGS":["x1"],"RESULT":["x2"],"TIME":"fast"})"
+          "\n",
+      {"bad.log:4", "field TIME must be a number"}));
 }
 
 // Sizes and indices are whole numbers in range before they become integers: a size no machine
@@ -108,26 +137,41 @@ TEST(Parse, NumbersMustBeWholeAndInRange) {
     return throws_with([&] { parse_program(text, "bad.log"); }, std::move(fragments));
   };
   const std::string x1 = start() + constant("x1");
-  EXPECT_TRUE(fails(start() + R"({"INSTRUCTION":"CONSTANT","NAME":"x1"})" "\n" +
-                        R"({"INSTRUCTION":"MEMORY","NAME":"x1","MEMORY":"1e300"})" "\n",
+  EXPECT_TRUE(fails(start() +
+                        R"({"INSTRUCTION":"CONSTANT","NAME":"x1"})"
+                        "\n" +
+                        R"({"INSTRUCTION":"MEMORY","NAME":"x1","MEMORY":"1e300"})"
+                        "\n",
                     {"bad.log:3", "field MEMORY must be a whole number from 0 to"}));
-  EXPECT_TRUE(fails(start() + R"({"INSTRUCTION":"CONSTANT","NAME":"x1"})" "\n" +
-                        R"({"INSTRUCTION":"MEMORY","NAME":"x1","MEMORY":12.5})" "\n",
+  EXPECT_TRUE(fails(start() +
+                        R"({"INSTRUCTION":"CONSTANT","NAME":"x1"})"
+                        "\n" +
+                        R"({"INSTRUCTION":"MEMORY","NAME":"x1","MEMORY":12.5})"
+                        "\n",
                     {"bad.log:3", "whole number"}));
   // Each size is possible, but together they exceed what any machine holds.
   std::string many = start();
   for (int i = 0; i < 1100; ++i)
-    many += fmt::format("{{\"INSTRUCTION\":\"CONSTANT\",\"NAME\":\"c{0}\"}}\n"
-                        "{{\"INSTRUCTION\":\"MEMORY\",\"NAME\":\"c{0}\",\"MEMORY\":\"1125899906842624\"}}\n", i);
+    many += fmt::format(
+        "{{\"INSTRUCTION\":\"CONSTANT\",\"NAME\":\"c{0}\"}}\n"
+        "{{\"INSTRUCTION\":\"MEMORY\",\"NAME\":\"c{0}\",\"MEMORY\":\"1125899906842624\"}}\n",
+        i);
   EXPECT_TRUE(fails(many, {"total more than 2^60 bytes"}));
-  const std::string mutate = R"({"INSTRUCTION":"MUTATE","NAME":"add_","ARGS":["x1"],"TIME":"5","MUTATE":[)";
-  EXPECT_TRUE(fails(x1 + mutate + "-1]}\n", {"bad.log:4", "field MUTATE must be a whole number from 0 to 0, got -1"}));
+  const std::string mutate =
+      R"({"INSTRUCTION":"MUTATE","NAME":"add_","ARGS":["x1"],"TIME":"5","MUTATE":[)";
+  EXPECT_TRUE(fails(x1 + mutate + "-1]}\n",
+                    {"bad.log:4", "field MUTATE must be a whole number from 0 to 0, got -1"}));
   EXPECT_TRUE(fails(x1 + mutate + "0.7]}\n", {"bad.log:4", "got 0.7"}));
   EXPECT_TRUE(fails(x1 + mutate + "1]}\n", {"bad.log:4", "from 0 to 0, got 1"}));
-  EXPECT_TRUE(fails(R"({"INSTRUCTION":"ANNOTATE","ANNOTATION":"START","SOURCE":[1]})" "\n",
+  EXPECT_TRUE(fails(R"({"INSTRUCTION":"ANNOTATE","ANNOTATION":"START","SOURCE":[1]})"
+                    "\n",
                     {"bad.log:1", "field SOURCE must be a string"}));
-  EXPECT_TRUE(fails(R"({"INSTRUCTION":"ANNOTATE","ANNOTATION":7})" "\n", {"bad.log:1", "field ANNOTATION must be a string"}));
-  EXPECT_TRUE(fails(start() + R"({"INSTRUCTION":"MEMORY","NAME":[2],"MEMORY":"64"})" "\n", {"bad.log:2", "MEMORY line for ?"}));
+  EXPECT_TRUE(fails(R"({"INSTRUCTION":"ANNOTATE","ANNOTATION":7})"
+                    "\n",
+                    {"bad.log:1", "field ANNOTATION must be a string"}));
+  EXPECT_TRUE(fails(start() + R"({"INSTRUCTION":"MEMORY","NAME":[2],"MEMORY":"64"})"
+                              "\n",
+                    {"bad.log:2", "MEMORY line for ?"}));
 }
 
 TEST(Read, DirectoriesEmptyFilesAndLyingZipMembersAreNamedErrors) {
@@ -145,23 +189,50 @@ TEST(Read, DirectoriesEmptyFilesAndLyingZipMembersAreNamedErrors) {
   auto zip_with_size = [&](std::uint32_t claimed) {
     const std::string name = "a.log", data = "hello";
     std::string local, central, z;
-    le(local, 0x04034b50, 4); le(local, 20, 2); le(local, 0, 2); le(local, 0, 2); le(local, 0, 4);
-    le(local, 0, 4); le(local, claimed, 4); le(local, claimed, 4); le(local, name.size(), 2); le(local, 0, 2);
+    le(local, 0x04034b50, 4);
+    le(local, 20, 2);
+    le(local, 0, 2);
+    le(local, 0, 2);
+    le(local, 0, 4);
+    le(local, 0, 4);
+    le(local, claimed, 4);
+    le(local, claimed, 4);
+    le(local, name.size(), 2);
+    le(local, 0, 2);
     local += name + data;
-    le(central, 0x02014b50, 4); le(central, 20, 2); le(central, 20, 2); le(central, 0, 2); le(central, 0, 2);
-    le(central, 0, 4); le(central, 0, 4); le(central, claimed, 4); le(central, claimed, 4);
-    le(central, name.size(), 2); le(central, 0, 2); le(central, 0, 2); le(central, 0, 2); le(central, 0, 2);
-    le(central, 0, 4); le(central, 0, 4);
+    le(central, 0x02014b50, 4);
+    le(central, 20, 2);
+    le(central, 20, 2);
+    le(central, 0, 2);
+    le(central, 0, 2);
+    le(central, 0, 4);
+    le(central, 0, 4);
+    le(central, claimed, 4);
+    le(central, claimed, 4);
+    le(central, name.size(), 2);
+    le(central, 0, 2);
+    le(central, 0, 2);
+    le(central, 0, 2);
+    le(central, 0, 2);
+    le(central, 0, 4);
+    le(central, 0, 4);
     central += name;
     z = local + central;
-    le(z, 0x06054b50, 4); le(z, 0, 2); le(z, 0, 2); le(z, 1, 2); le(z, 1, 2); le(z, central.size(), 4);
-    le(z, local.size(), 4); le(z, 0, 2);
+    le(z, 0x06054b50, 4);
+    le(z, 0, 2);
+    le(z, 0, 2);
+    le(z, 1, 2);
+    le(z, 1, 2);
+    le(z, central.size(), 4);
+    le(z, local.size(), 4);
+    le(z, 0, 2);
     return z;
   };
   const std::string big = dir + "/big.zip", small = dir + "/small.zip";
   std::ofstream(big, std::ios::binary) << zip_with_size(0xffffff00u);
   std::ofstream(small, std::ios::binary) << zip_with_size(1u << 20);
-  EXPECT_TRUE(throws_with([&] { read_programs(big); }, {big, "a.log", "more than the 1073741824 bytes"}));
+  EXPECT_TRUE(
+      throws_with([&] { read_programs(big); }, {big, "a.log", "more than the 1073741824 bytes"}));
   EXPECT_TRUE(throws_with([&] { read_programs(small); }, {small, "a.log"}));
   std::filesystem::remove_all(dir);
 }
