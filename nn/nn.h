@@ -2,6 +2,7 @@
 // schedules, serialization, datasets, transforms and data loading.
 // Usage: #include "nn/nn.h"  then  auto net = std::make_shared<remat::nn::Linear>(784, 10);
 #pragma once
+#include "nn/clip_grad.h"
 #include "nn/data.h"
 #include "nn/init.h"
 #include "nn/layers.h"

@@ -286,13 +286,22 @@ enum class Unary {
   Erf,
   Clamp,
   PowScalar,
+  Sin,
+  Cos,
+  Log1p,
+  Expm1,
+  Silu,
+  GeluTanh,
+  Softplus,  // p = beta, q = threshold
+  Elu,       // p = alpha
   Count
 };
 constexpr std::size_t kUnaryKinds = static_cast<std::size_t>(Unary::Count);
 
 constexpr auto kUnaryNames = std::to_array<std::string_view>(
-    {"neg", "exp", "log", "sqrt", "rsqrt", "abs", "sign", "tanh", "sigmoid", "relu", "leaky_relu",
-     "gelu", "erf", "clamp", "pow"});
+    {"neg",     "exp",   "log",        "sqrt", "rsqrt",     "abs",      "sign", "tanh",
+     "sigmoid", "relu",  "leaky_relu", "gelu", "erf",       "clamp",    "pow",  "sin",
+     "cos",     "log1p", "expm1",      "silu", "gelu_tanh", "softplus", "elu"});
 static_assert(kUnaryNames.size() == kUnaryKinds, "one name per Unary kind");
 constexpr std::string_view unary_name(Unary k) {
   return kUnaryNames[static_cast<std::size_t>(k)];
@@ -314,6 +323,7 @@ class UnaryOp final : public Op {
       case Unary::Tanh:
       case Unary::Sigmoid:
       case Unary::Relu:
+      case Unary::Expm1:
         return {0, 1};
       case Unary::Neg:
       case Unary::Sign:
@@ -388,6 +398,36 @@ class UnaryOp final : public Op {
         case Unary::PowScalar:
           run([p](T x) { return static_cast<T>(std::pow(x, p)); });
           break;
+        case Unary::Sin:
+          run([](T x) { return static_cast<T>(std::sin(x)); });
+          break;
+        case Unary::Cos:
+          run([](T x) { return static_cast<T>(std::cos(x)); });
+          break;
+        case Unary::Log1p:
+          run([](T x) { return static_cast<T>(std::log1p(x)); });
+          break;
+        case Unary::Expm1:
+          run([](T x) { return static_cast<T>(std::expm1(x)); });
+          break;
+        case Unary::Silu:
+          run([](T x) { return static_cast<T>(x / (T(1) + std::exp(-x))); });
+          break;
+        case Unary::GeluTanh:  // PyTorch's approximate="tanh"
+          run([](T x) {
+            const T k = static_cast<T>(M_2_SQRTPI * M_SQRT1_2);
+            return static_cast<T>(T(0.5) * x *
+                                  (T(1) + std::tanh(k * (x + T(0.044715) * x * x * x))));
+          });
+          break;
+        case Unary::Softplus:  // linear above the threshold, as PyTorch
+          run([p, q](T x) {
+            return p * x > q ? x : static_cast<T>(std::log1p(std::exp(p * x)) / p);
+          });
+          break;
+        case Unary::Elu:
+          run([p](T x) { return x > 0 ? x : static_cast<T>(p * std::expm1(x)); });
+          break;
         case Unary::Count:
           break;
       }
@@ -438,6 +478,37 @@ class UnaryOp final : public Op {
       case Unary::PowScalar:
         if (p_ == 0) return {zeros_like(g)};
         return {mul(g, mul(pow(c.input(0), p_ - 1.0), p_))};
+      case Unary::Sin:
+        return {mul(g, cos(c.input(0)))};
+      case Unary::Cos:
+        return {neg(mul(g, sin(c.input(0))))};
+      case Unary::Log1p:
+        return {div(g, add(c.input(0), 1.0))};
+      case Unary::Expm1:
+        return {mul(g, add(c.output(0), 1.0))};
+      case Unary::Silu: {  // s (1 + x (1 - s))
+        const Tensor& x = c.input(0);
+        Tensor s = sigmoid(x);
+        return {mul(g, mul(s, add(mul(x, rsub(1.0, s)), 1.0)))};
+      }
+      case Unary::GeluTanh: {
+        const Tensor& x = c.input(0);
+        const double k = M_2_SQRTPI * M_SQRT1_2;
+        Tensor x2 = mul(x, x);
+        Tensor t = tanh(mul(mul(x, add(mul(x2, 0.044715), 1.0)), k));
+        Tensor inner = mul(add(mul(x2, 3 * 0.044715), 1.0), k);  // d/dx of the tanh's argument
+        Tensor d = add(mul(add(t, 1.0), 0.5), mul(mul(mul(x, rsub(1.0, mul(t, t))), inner), 0.5));
+        return {mul(g, d)};
+      }
+      case Unary::Softplus: {  // sigmoid(beta x), 1 above the threshold
+        const Tensor& x = c.input(0);
+        Tensor bx = mul(x, p_);
+        return {mul(g, where(gt(bx, q_), ones_like(x), sigmoid(bx)))};
+      }
+      case Unary::Elu: {  // 1 for x > 0, alpha e^x otherwise
+        const Tensor& x = c.input(0);
+        return {mul(g, where(gt(x, 0.0), ones_like(x), mul(exp(x), p_)))};
+      }
       case Unary::Sign:
       case Unary::Count:
         break;
@@ -658,6 +729,38 @@ Tensor gelu(const Tensor& a) {
 }
 Tensor erf(const Tensor& a) {
   return unary(Unary::Erf, a);
+}
+Tensor sin(const Tensor& a) {
+  return unary(Unary::Sin, a);
+}
+Tensor cos(const Tensor& a) {
+  return unary(Unary::Cos, a);
+}
+Tensor log1p(const Tensor& a) {
+  return unary(Unary::Log1p, a);
+}
+Tensor expm1(const Tensor& a) {
+  return unary(Unary::Expm1, a);
+}
+Tensor silu(const Tensor& a) {
+  return unary(Unary::Silu, a);
+}
+Tensor gelu(const Tensor& a, std::string_view approximate) {
+  if (approximate == "none") return gelu(a);
+  REMAT_CHECK(approximate == "tanh", "gelu: approximate must be 'none' or 'tanh', got '{}'",
+              approximate);
+  return unary(Unary::GeluTanh, a);
+}
+Tensor softplus(const Tensor& a, double beta, double threshold) {
+  REMAT_CHECK(beta > 0, "softplus: beta must be positive, got {}", beta);
+  return call1(std::make_shared<UnaryOp>(Unary::Softplus, beta, threshold), {a});
+}
+Tensor elu(const Tensor& a, double alpha) {
+  return call1(std::make_shared<UnaryOp>(Unary::Elu, alpha), {a});
+}
+Tensor masked_fill(const Tensor& a, const Tensor& mask, double value) {
+  REMAT_CHECK(a.defined() && mask.defined(), "masked_fill: undefined tensor");
+  return where(mask, scalar_like(a, value), a);
 }
 Tensor leaky_relu(const Tensor& a, double slope) {
   return call1(std::make_shared<UnaryOp>(Unary::LeakyRelu, slope), {a});

@@ -3,6 +3,7 @@
 // directly: x * gt(x, 0).  Usage: auto y = relu(add(mul(x, w), b));  or  x * w + b.
 #pragma once
 #include <optional>
+#include <string_view>
 
 #include "core/tensor.h"
 
@@ -43,6 +44,18 @@ Tensor relu(const Tensor& a);  // NaN stays NaN
 Tensor relu_backward(const Tensor& grad, const Tensor& output);
 Tensor leaky_relu(const Tensor& a, double negative_slope = 0.01);
 Tensor gelu(const Tensor& a);  // exact form, x * Phi(x), as PyTorch's default
+// approximate: "none" (the exact form) or "tanh", as torch.nn.functional.gelu.
+Tensor gelu(const Tensor& a, std::string_view approximate);
+Tensor sin(const Tensor& a);
+Tensor cos(const Tensor& a);
+Tensor log1p(const Tensor& a);
+Tensor expm1(const Tensor& a);
+Tensor silu(const Tensor& a);  // x * sigmoid(x)
+// log(1 + exp(beta x)) / beta, and x itself where beta x > threshold (PyTorch's defaults).
+Tensor softplus(const Tensor& a, double beta = 1.0, double threshold = 20.0);
+Tensor elu(const Tensor& a, double alpha = 1.0);
+// a where mask is zero, value where it is not (mask broadcasts to a's shape).
+Tensor masked_fill(const Tensor& a, const Tensor& mask, double value);
 Tensor erf(const Tensor& a);
 // min(max(a, min), max) as PyTorch: with min > max every element is max; NaN stays NaN.
 Tensor clamp(const Tensor& a, std::optional<double> min, std::optional<double> max);
