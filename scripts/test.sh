@@ -16,6 +16,8 @@ case "$mode" in
 esac
 scripts/setup.sh
 jobs="$(nproc)"
+# ccache keys on relative paths below the checkout, so another clone reuses this one's cache.
+export CCACHE_BASEDIR="$PWD"
 
 suite() {  # build folder, extra cmake arguments...
   local build="$1"; shift
