@@ -195,6 +195,10 @@ Embedding::Embedding(EmbeddingOptions options) : Module("Embedding"), options_(o
               "Embedding: num_embeddings and embedding_dim must be positive, got {} and {}",
               options_.num_embeddings, options_.embedding_dim);
   check_floating_dtype("Embedding", options_.dtype);
+  REMAT_CHECK(!options_.padding_idx || (*options_.padding_idx >= -options_.num_embeddings &&
+                                        *options_.padding_idx < options_.num_embeddings),
+              "Embedding: padding_idx {} out of range for {} embeddings",
+              options_.padding_idx.value_or(0), options_.num_embeddings);
   register_parameter("weight", zeros({options_.num_embeddings, options_.embedding_dim},
                                      {.dtype = options_.dtype}));
   reset_parameters();
@@ -202,6 +206,11 @@ Embedding::Embedding(EmbeddingOptions options) : Module("Embedding"), options_(o
 
 void Embedding::reset_parameters() {
   init::normal_(param("weight"), 0.0, 1.0);
+  if (options_.padding_idx) {
+    NoGradGuard no_grad;
+    const std::int64_t n = options_.num_embeddings, pad = *options_.padding_idx;
+    zero_(select(param("weight"), 0, pad < 0 ? pad + n : pad));
+  }
 }
 
 Tensor Embedding::forward(const Tensor& indices) {
@@ -210,6 +219,7 @@ Tensor Embedding::forward(const Tensor& indices) {
               "Embedding(num_embeddings={}, embedding_dim={}): indices must be int64, got {} "
               "(shape {})",
               options_.num_embeddings, options_.embedding_dim, indices.dtype(), indices.shape());
+  if (options_.padding_idx) return embedding(param("weight"), indices, *options_.padding_idx);
   return embedding(param("weight"), indices);
 }
 

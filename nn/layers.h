@@ -108,6 +108,8 @@ struct EmbeddingOptions {
   std::int64_t num_embeddings = 0;
   std::int64_t embedding_dim = 0;
   DType dtype = DType::Float32;
+  // That row starts as zeros and gets no gradient (torch.nn.Embedding's padding_idx).
+  std::optional<std::int64_t> padding_idx = std::nullopt;
 };
 
 // A lookup table: forward(int64 indices of any shape) gives indices.shape + [embedding_dim].

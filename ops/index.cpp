@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "ops/cpu/loops.h"
+#include "ops/elementwise.h"
 #include "ops/factory.h"
 #include "ops/join.h"
 #include "ops/op.h"
@@ -429,6 +430,41 @@ Tensor one_hot(const Tensor& labels, std::int64_t num_classes, DType dtype) {
 
 Tensor embedding(const Tensor& weight, const Tensor& indices) {
   return call1(std::make_shared<EmbeddingOp>(), {weight, indices});
+}
+
+Tensor embedding(const Tensor& weight, const Tensor& indices, std::int64_t padding_idx) {
+  REMAT_CHECK(weight.defined() && weight.dim() == 2, "embedding: weight must be 2-D");
+  const std::int64_t rows = weight.size(0);
+  REMAT_CHECK(padding_idx >= -rows && padding_idx < rows,
+              "embedding: padding_idx {} out of range for {} rows", padding_idx, rows);
+  const std::int64_t pad = padding_idx < 0 ? padding_idx + rows : padding_idx;
+  Tensor looked_up = embedding(weight, indices);
+  if (!weight.requires_grad()) return looked_up;
+  // Same values everywhere; the padding positions read a detached copy of the table.
+  Tensor keep = unsqueeze(ne(indices, static_cast<double>(pad)), -1);
+  return where(keep, looked_up, embedding(detach(weight), indices));
+}
+
+namespace {
+// column - row over the last two dims, compared with the diagonal, as a mask in t's dtype.
+Tensor triangle(std::string_view op, const Tensor& t, std::int64_t diagonal, bool upper) {
+  REMAT_CHECK(t.defined() && t.dim() >= 2, "{}: expected a tensor of at least 2 dims, got {}", op,
+              t.defined() ? t.shape() : Shape{});
+  const std::int64_t rows = t.shape()[t.dim() - 2], cols = t.shape()[t.dim() - 1];
+  const TensorOptions o{.dtype = t.dtype(), .device = t.device()};
+  Tensor offset = sub(reshape(arange(0, static_cast<double>(cols), 1, o), {1, cols}),
+                      reshape(arange(0, static_cast<double>(rows), 1, o), {rows, 1}));
+  Tensor keep =
+      upper ? ge(offset, static_cast<double>(diagonal)) : le(offset, static_cast<double>(diagonal));
+  return where(keep, t, zeros_like(t));
+}
+}  // namespace
+
+Tensor triu(const Tensor& t, std::int64_t diagonal) {
+  return triangle("triu", t, diagonal, true);
+}
+Tensor tril(const Tensor& t, std::int64_t diagonal) {
+  return triangle("tril", t, diagonal, false);
 }
 
 }  // namespace remat

@@ -20,5 +20,12 @@ Tensor scatter_add(const Tensor& t, std::int64_t dim, const Tensor& index, const
 Tensor one_hot(const Tensor& labels, std::int64_t num_classes = -1, DType dtype = DType::Int64);
 // Rows of `weight` picked by int64 `indices`; the result has shape indices.shape + [dim].
 Tensor embedding(const Tensor& weight, const Tensor& indices);
+// The same, with positions whose index is padding_idx (negative: counted from the end) giving
+// weight's row but no gradient to it, as torch.nn.functional.embedding(padding_idx=...).
+Tensor embedding(const Tensor& weight, const Tensor& indices, std::int64_t padding_idx);
+// The upper (triu: column - row >= diagonal) or lower (tril: column - row <= diagonal)
+// triangle of the last two dims, zeros elsewhere (also where t is NaN), as torch.triu/tril.
+Tensor triu(const Tensor& t, std::int64_t diagonal = 0);
+Tensor tril(const Tensor& t, std::int64_t diagonal = 0);
 
 }  // namespace remat

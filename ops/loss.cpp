@@ -212,12 +212,47 @@ Tensor nll_loss(const Tensor& log_probs, const Tensor& targets, const NllLossOpt
   return single && options.reduction == Reduction::None ? reshape(out, {}) : out;
 }
 
+namespace {
+// Targets that are class probabilities of the logits' shape (torch.nn.functional.cross_entropy
+// with floating targets): -sum_c w_c t_c log p_c per example, smoothed towards 1/C; mean divides
+// by the number of examples (and positions), as PyTorch does for this form.
+Tensor cross_entropy_probabilities(const Tensor& logits, const Tensor& targets,
+                                   const CrossEntropyOptions& o) {
+  REMAT_CHECK(is_floating(logits.dtype()) && targets.dtype() == logits.dtype() &&
+                  targets.shape() == logits.shape(),
+              "cross_entropy: probability targets must have the logits' shape and dtype, got {} {} "
+              "for logits {} {}",
+              targets.dtype(), targets.shape(), logits.dtype(), logits.shape());
+  const bool single = unbatched(logits);
+  const Tensor x = single ? unsqueeze(logits, 0) : logits;
+  Tensor t = single ? unsqueeze(targets, 0) : targets;
+  const std::int64_t classes = x.size(1);
+  if (o.label_smoothing > 0)
+    t = add(mul(t, 1.0 - o.label_smoothing), o.label_smoothing / static_cast<double>(classes));
+  Tensor prod = mul(log_softmax(x, 1), t);
+  if (o.weight.defined()) {
+    REMAT_CHECK(o.weight.dim() == 1 && o.weight.size(0) == classes,
+                "cross_entropy: weight must have shape [{}], got {}", classes, o.weight.shape());
+    Shape s(static_cast<std::size_t>(x.dim()), 1);
+    s[1] = classes;
+    prod = mul(prod, reshape(o.weight, s));
+  }
+  Tensor loss = neg(sum(prod, {1}));
+  if (single && o.reduction == Reduction::None) return reshape(loss, {});
+  return reduce(loss, o.reduction);
+}
+}  // namespace
+
 Tensor cross_entropy(const Tensor& logits, const Tensor& targets,
                      const CrossEntropyOptions& options) {
+  REMAT_CHECK(options.label_smoothing >= 0 && options.label_smoothing <= 1,
+              "cross_entropy: label_smoothing must be in [0, 1], got {}", options.label_smoothing);
+  // Floating targets of the logits' shape are probabilities; anything else must be indices.
+  if (logits.defined() && targets.defined() && is_floating(targets.dtype()) &&
+      targets.shape() == logits.shape())
+    return cross_entropy_probabilities(logits, targets, options);
   check_class_args("cross_entropy", logits, targets, options.weight);
   const double eps = options.label_smoothing;
-  REMAT_CHECK(eps >= 0 && eps <= 1, "cross_entropy: label_smoothing must be in [0, 1], got {}",
-              eps);
   const bool single = unbatched(logits);
   const Tensor x = single ? unsqueeze(logits, 0) : logits;
   const Tensor t = single ? unsqueeze(targets, 0) : targets;
@@ -270,6 +305,33 @@ Tensor binary_cross_entropy_with_logits(const Tensor& logits, const Tensor& targ
               op, logits.dtype(), logits.shape(), targets.dtype(), targets.shape());
   static const auto bce = std::make_shared<BceWithLogitsOp>();
   return reduce(call1(bce, {logits, targets}), reduction);
+}
+
+Tensor binary_cross_entropy_with_logits(const Tensor& logits, const Tensor& targets,
+                                        const BceWithLogitsOptions& options) {
+  constexpr const char* op = "binary_cross_entropy_with_logits";
+  if (!options.weight.defined() && !options.pos_weight.defined())
+    return binary_cross_entropy_with_logits(logits, targets, options.reduction);
+  binary_cross_entropy_with_logits(logits, targets, Reduction::None);  // the same argument checks
+  // PyTorch's form: (1 - t) x + (1 + (pos_weight - 1) t) softplus(-x), times weight.
+  Tensor loss;
+  if (options.pos_weight.defined()) {
+    REMAT_CHECK(options.pos_weight.dtype() == logits.dtype(), "{}: pos_weight must be {}, got {}",
+                op, logits.dtype(), options.pos_weight.dtype());
+    Tensor log_weight = add(mul(targets, sub(options.pos_weight, 1.0)), 1.0);
+    loss = add(mul(rsub(1.0, targets), logits), mul(log_weight, softplus(neg(logits))));
+  } else {
+    loss = add(mul(rsub(1.0, targets), logits), softplus(neg(logits)));
+  }
+  if (options.weight.defined()) {
+    REMAT_CHECK(options.weight.dtype() == logits.dtype(), "{}: weight must be {}, got {}", op,
+                logits.dtype(), options.weight.dtype());
+    loss = mul(loss, options.weight);
+  }
+  REMAT_CHECK(loss.shape() == logits.shape(),
+              "{}: weight and pos_weight must broadcast to the logits' shape {}, giving {}", op,
+              logits.shape(), loss.shape());
+  return reduce(loss, options.reduction);
 }
 
 }  // namespace remat

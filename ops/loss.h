@@ -25,6 +25,7 @@ struct CrossEntropyOptions {
 
 // logits [N, C] or [N, C, d1, ...] (or unbatched [C]) and int64 class indices [N] or
 // [N, d1, ...] (or []).  Mean divides by the summed weights of the targets not ignored.
+// Floating targets of the logits' shape are class probabilities (mean over examples).
 Tensor cross_entropy(const Tensor& logits, const Tensor& targets,
                      const CrossEntropyOptions& options = {});
 // The same layout, with log-probabilities as input.
@@ -34,5 +35,12 @@ Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction =
 // max(x, 0) - x * t + log(1 + exp(-|x|)); targets are probabilities of logits' shape.
 Tensor binary_cross_entropy_with_logits(const Tensor& logits, const Tensor& targets,
                                         Reduction reduction = Reduction::Mean);
+struct BceWithLogitsOptions {
+  Reduction reduction = Reduction::Mean;
+  Tensor weight{};      // optional, broadcast to the logits: rescales each element's loss
+  Tensor pos_weight{};  // optional, broadcast to the logits (e.g. [C]): weight of positive targets
+};
+Tensor binary_cross_entropy_with_logits(const Tensor& logits, const Tensor& targets,
+                                        const BceWithLogitsOptions& options);
 
 }  // namespace remat

@@ -24,7 +24,8 @@ std::vector<std::int64_t> reduced_dims(std::string_view op, const std::vector<st
   }
   for (auto d : dims) out.push_back(wrap_dim(op, d, ndim));
   std::sort(out.begin(), out.end());
-  REMAT_CHECK(std::adjacent_find(out.begin(), out.end()) == out.end(), "{}: dim repeated in {}", op, dims);
+  REMAT_CHECK(std::adjacent_find(out.begin(), out.end()) == out.end(), "{}: dim repeated in {}", op,
+              dims);
   return out;
 }
 
@@ -32,8 +33,10 @@ Shape reduced_shape(const Shape& in, const std::vector<std::int64_t>& dims, bool
   Shape out;
   for (std::int64_t d = 0; d < static_cast<std::int64_t>(in.size()); ++d) {
     const bool r = std::binary_search(dims.begin(), dims.end(), d);
-    if (!r) out.push_back(in[d]);
-    else if (keepdim) out.push_back(1);
+    if (!r)
+      out.push_back(in[d]);
+    else if (keepdim)
+      out.push_back(1);
   }
   return out;
 }
@@ -97,7 +100,8 @@ class SumOp final : public Op {
   SumOp(std::vector<std::int64_t> dims, bool keepdim) : dims_(std::move(dims)), keepdim_(keepdim) {}
   std::string_view name() const override { return "sum"; }
   std::vector<TensorMeta> infer(std::span<const TensorMeta> in) const override {
-    return {TensorMeta::contiguous(reduced_shape(in[0].shape, dims_, keepdim_), in[0].dtype, in[0].device)};
+    return {TensorMeta::contiguous(reduced_shape(in[0].shape, dims_, keepdim_), in[0].dtype,
+                                   in[0].device)};
   }
   void cpu(std::span<const KernelArg> in, std::span<const KernelArg> out) const override {
     detail::visit_dtype(in[0].meta->dtype, [&]<class T>() {
@@ -105,26 +109,28 @@ class SumOp final : public Op {
       const T* x = in[0].data<T>();
       T* y = out[0].data<T>();
       const bool contiguous_inner = !g.red_shape.empty() && g.red_strides.back() == 1;
-      parallel_for(0, g.outputs, std::max<std::int64_t>(1, 16384 / std::max<std::int64_t>(g.reduced, 1)),
+      parallel_for(0, g.outputs,
+                   std::max<std::int64_t>(1, 16384 / std::max<std::int64_t>(g.reduced, 1)),
                    [&](std::int64_t b, std::int64_t e) {
-        for (std::int64_t o = b; o < e; ++o) {
-          const std::int64_t base = g.input_offset(o);
-          if (contiguous_inner && g.red_shape.size() == 1) {
-            // Four independent accumulators let the compiler keep the loop pipelined.
-            Acc<T> a0 = 0, a1 = 0, a2 = 0, a3 = 0;
-            const T* p = x + base;
-            const std::int64_t n = g.reduced;
-            std::int64_t i = 0;
-            for (; i + 4 <= n; i += 4) a0 += p[i], a1 += p[i + 1], a2 += p[i + 2], a3 += p[i + 3];
-            for (; i < n; ++i) a0 += p[i];
-            y[o] = static_cast<T>((a0 + a1) + (a2 + a3));
-          } else {
-            Acc<T> acc = 0;
-            g.walk(base, [&](std::int64_t off) { acc += x[off]; });
-            y[o] = static_cast<T>(acc);
-          }
-        }
-      });
+                     for (std::int64_t o = b; o < e; ++o) {
+                       const std::int64_t base = g.input_offset(o);
+                       if (contiguous_inner && g.red_shape.size() == 1) {
+                         // Four independent accumulators let the compiler keep the loop pipelined.
+                         Acc<T> a0 = 0, a1 = 0, a2 = 0, a3 = 0;
+                         const T* p = x + base;
+                         const std::int64_t n = g.reduced;
+                         std::int64_t i = 0;
+                         for (; i + 4 <= n; i += 4)
+                           a0 += p[i], a1 += p[i + 1], a2 += p[i + 2], a3 += p[i + 3];
+                         for (; i < n; ++i) a0 += p[i];
+                         y[o] = static_cast<T>((a0 + a1) + (a2 + a3));
+                       } else {
+                         Acc<T> acc = 0;
+                         g.walk(base, [&](std::int64_t off) { acc += x[off]; });
+                         y[o] = static_cast<T>(acc);
+                       }
+                     }
+                   });
     });
   }
   std::vector<Tensor> backward(const BackwardContext& c) const override {
@@ -140,7 +146,8 @@ class SumOp final : public Op {
 // Max/min along one dim: values and first index of the extreme (NaN counts as the extreme).
 class ExtremeOp final : public Op {
  public:
-  ExtremeOp(bool is_max, std::int64_t dim, bool keepdim) : is_max_(is_max), dim_(dim), keepdim_(keepdim) {}
+  ExtremeOp(bool is_max, std::int64_t dim, bool keepdim)
+      : is_max_(is_max), dim_(dim), keepdim_(keepdim) {}
   std::string_view name() const override { return is_max_ ? "max" : "min"; }
   SaveSpec saves() const override { return {0, 0b10}; }
   std::vector<TensorMeta> infer(std::span<const TensorMeta> in) const override {
@@ -152,7 +159,8 @@ class ExtremeOp final : public Op {
   }
   void cpu(std::span<const KernelArg> in, std::span<const KernelArg> out) const override {
     detail::visit_dtype(in[0].meta->dtype, [&]<class T>() {
-      const ReduceGeometry g(*in[0].meta, in[0].meta->dim() == 0 ? std::vector<std::int64_t>{} : std::vector{dim_});
+      const ReduceGeometry g(
+          *in[0].meta, in[0].meta->dim() == 0 ? std::vector<std::int64_t>{} : std::vector{dim_});
       const T* x = in[0].data<T>();
       T* v = out[0].data<T>();
       std::int64_t* ix = out[1].data<std::int64_t>();
@@ -165,7 +173,8 @@ class ExtremeOp final : public Op {
           for (std::int64_t i = 1; i < g.reduced; ++i) {
             const T val = p[i * stride];
             if (std::isnan(static_cast<double>(best))) break;
-            if (std::isnan(static_cast<double>(val)) || (is_max_ ? val > best : val < best)) best = val, best_i = i;
+            if (std::isnan(static_cast<double>(val)) || (is_max_ ? val > best : val < best))
+              best = val, best_i = i;
           }
           v[o] = best;
           ix[o] = best_i;
@@ -194,7 +203,8 @@ std::pair<Tensor, Tensor> extreme(bool is_max, const Tensor& t, std::int64_t dim
 }
 
 Tensor extreme_all(bool is_max, const Tensor& t) {
-  REMAT_CHECK(t.numel() > 0, "{}: cannot reduce an empty tensor of shape {}", is_max ? "max" : "min", t.shape());
+  REMAT_CHECK(t.numel() > 0, "{}: cannot reduce an empty tensor of shape {}",
+              is_max ? "max" : "min", t.shape());
   Tensor flat = reshape(t, {-1});
   Tensor value = extreme(is_max, flat, 0, false).first;
   if (!t.requires_grad()) return value;
@@ -205,7 +215,62 @@ Tensor extreme_all(bool is_max, const Tensor& t) {
   return sum(mul(t, weight));
 }
 
+// Running sum along one dim of a contiguous input, seen as [outer, n, inner].
+class CumsumOp final : public Op {
+ public:
+  explicit CumsumOp(std::int64_t dim) : dim_(dim) {}
+  std::string_view name() const override { return "cumsum"; }
+  std::vector<TensorMeta> infer(std::span<const TensorMeta> in) const override {
+    REMAT_CHECK(in[0].is_contiguous(), "cumsum: internal error, the input must be contiguous");
+    return {TensorMeta::contiguous(in[0].shape, in[0].dtype, in[0].device)};
+  }
+  void cpu(std::span<const KernelArg> in, std::span<const KernelArg> out) const override {
+    const Shape& s = in[0].meta->shape;
+    std::int64_t outer = 1, inner = 1;
+    for (std::int64_t d = 0; d < dim_; ++d) outer *= s[d];
+    for (std::size_t d = static_cast<std::size_t>(dim_) + 1; d < s.size(); ++d) inner *= s[d];
+    const std::int64_t n = s.empty() ? 1 : s[dim_];
+    detail::visit_dtype(in[0].meta->dtype, [&]<class T>() {
+      const T* x = in[0].data<T>();
+      T* y = out[0].data<T>();
+      for (std::int64_t o = 0; o < outer; ++o)
+        for (std::int64_t i = 0; i < inner; ++i) {
+          Acc<T> acc = 0;
+          for (std::int64_t j = 0; j < n; ++j) {
+            const std::int64_t at = (o * n + j) * inner + i;
+            acc += x[at];
+            y[at] = static_cast<T>(acc);
+          }
+        }
+    });
+  }
+  // The gradient is the reversed running sum of g: sum(g) - cumsum(g) + g.
+  std::vector<Tensor> backward(const BackwardContext& c) const override {
+    const Tensor& g = c.grad(0);
+    if (g.dim() == 0) return {g};
+    return {add(sub(sum(g, {dim_}, true), cumsum(g, dim_)), g)};
+  }
+
+ private:
+  std::int64_t dim_;
+};
+
 }  // namespace
+
+Tensor cumsum(const Tensor& t, std::int64_t dim) {
+  REMAT_CHECK(t.defined(), "cumsum: undefined tensor");
+  const std::int64_t d = wrap_dim("cumsum", dim, t.dim());
+  return call1(std::make_shared<CumsumOp>(t.dim() == 0 ? 0 : d), {contiguous(t)});
+}
+
+Tensor logsumexp(const Tensor& t, std::int64_t dim, bool keepdim) {
+  REMAT_CHECK(t.defined() && is_floating(t.dtype()), "logsumexp: expected a floating-point tensor");
+  // Shifted by the (constant) maximum for stability; an infinite maximum shifts by 0, as PyTorch.
+  Tensor m = detach(max(t, dim, true).first);
+  m = where(eq(abs(m), std::numeric_limits<double>::infinity()), zeros_like(m), m);
+  Tensor r = add(log(sum(exp(sub(t, m)), {dim}, true)), m);
+  return keepdim ? r : squeeze(r, dim);
+}
 
 Tensor sum(const Tensor& t, std::vector<std::int64_t> dims, bool keepdim) {
   auto d = reduced_dims("sum", dims, t.dim());
@@ -230,12 +295,24 @@ Tensor var(const Tensor& t, std::vector<std::int64_t> dims, std::int64_t correct
   return div(sum(mul(centered, centered), d, keepdim), denom);
 }
 
-std::pair<Tensor, Tensor> max(const Tensor& t, std::int64_t dim, bool keepdim) { return extreme(true, t, dim, keepdim); }
-std::pair<Tensor, Tensor> min(const Tensor& t, std::int64_t dim, bool keepdim) { return extreme(false, t, dim, keepdim); }
-Tensor max(const Tensor& t) { return extreme_all(true, t); }
-Tensor min(const Tensor& t) { return extreme_all(false, t); }
-Tensor argmax(const Tensor& t, std::int64_t dim, bool keepdim) { return extreme(true, t, dim, keepdim).second; }
-Tensor argmin(const Tensor& t, std::int64_t dim, bool keepdim) { return extreme(false, t, dim, keepdim).second; }
+std::pair<Tensor, Tensor> max(const Tensor& t, std::int64_t dim, bool keepdim) {
+  return extreme(true, t, dim, keepdim);
+}
+std::pair<Tensor, Tensor> min(const Tensor& t, std::int64_t dim, bool keepdim) {
+  return extreme(false, t, dim, keepdim);
+}
+Tensor max(const Tensor& t) {
+  return extreme_all(true, t);
+}
+Tensor min(const Tensor& t) {
+  return extreme_all(false, t);
+}
+Tensor argmax(const Tensor& t, std::int64_t dim, bool keepdim) {
+  return extreme(true, t, dim, keepdim).second;
+}
+Tensor argmin(const Tensor& t, std::int64_t dim, bool keepdim) {
+  return extreme(false, t, dim, keepdim).second;
+}
 
 Tensor sum_to(const Tensor& t, const Shape& shape) {
   if (t.shape() == shape) return t;
@@ -243,9 +320,13 @@ Tensor sum_to(const Tensor& t, const Shape& shape) {
   REMAT_CHECK(lead >= 0, "sum_to: cannot sum shape {} to {}", t.shape(), shape);
   std::vector<std::int64_t> dims;
   for (std::int64_t d = 0; d < t.dim(); ++d) {
-    if (d < lead) dims.push_back(d);
-    else if (shape[d - lead] == 1 && t.shape()[d] != 1) dims.push_back(d);
-    else REMAT_CHECK(shape[d - lead] == t.shape()[d], "sum_to: cannot sum shape {} to {}", t.shape(), shape);
+    if (d < lead)
+      dims.push_back(d);
+    else if (shape[d - lead] == 1 && t.shape()[d] != 1)
+      dims.push_back(d);
+    else
+      REMAT_CHECK(shape[d - lead] == t.shape()[d], "sum_to: cannot sum shape {} to {}", t.shape(),
+                  shape);
   }
   Tensor s = dims.empty() ? t : sum(t, dims, true);
   return reshape(s, shape);

@@ -22,6 +22,11 @@ Tensor min(const Tensor& t);
 Tensor argmax(const Tensor& t, std::int64_t dim, bool keepdim = false);
 Tensor argmin(const Tensor& t, std::int64_t dim, bool keepdim = false);
 
+// Running sum along dim, as torch.cumsum (differentiable to any order).
+Tensor cumsum(const Tensor& t, std::int64_t dim);
+// log(sum(exp(t), dim)), computed stably, as torch.logsumexp.
+Tensor logsumexp(const Tensor& t, std::int64_t dim, bool keepdim = false);
+
 // Sums a broadcast gradient back to `shape` (the inverse of broadcasting to t's shape).
 Tensor sum_to(const Tensor& t, const Shape& shape);
 

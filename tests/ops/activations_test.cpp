@@ -69,3 +69,35 @@ TEST(Activations, SecondDerivativesMatchFiniteDifferences) {
 
 }  // namespace
 }  // namespace remat
+
+namespace remat {
+namespace {
+
+TEST(ScanAndTriangles, MatchPyTorch) {
+  const auto& c = testing::find_case(fixture(), "scan_and_triangles");
+  const Tensor w = arange(1, 5, 1, {.dtype = DType::Float64});
+  for (std::int64_t dim : {0, 1}) {
+    Tensor x = clone(c["x"]).set_requires_grad(true);
+    Tensor y = mul(cumsum(x, dim), w);
+    EXPECT_TRUE(testing::all_close(y, c[fmt::format("cumsum{}", dim)], 1e-12, 1e-12)) << dim;
+    EXPECT_TRUE(testing::all_close(grad({sum(y)}, {x})[0], c[fmt::format("cumsum{}_grad", dim)],
+                                   1e-12, 1e-12));
+    auto fn = [dim](const std::vector<Tensor>& in) { return cumsum(in[0], dim); };
+    EXPECT_TRUE(testing::gradgradcheck(fn, {testing::leaf64({3, 4}, 31)})) << dim;
+  }
+  Tensor x = clone(c["x"]).set_requires_grad(true);
+  Tensor l = logsumexp(x, 1);
+  EXPECT_TRUE(testing::all_close(l, c["logsumexp"], 1e-12, 1e-12));
+  EXPECT_TRUE(testing::all_close(grad({sum(l)}, {x})[0], c["logsumexp_grad"], 1e-12, 1e-12));
+  EXPECT_TRUE(testing::all_close(logsumexp(c["ninf"], 1), c["logsumexp_ninf"], 0, 0));
+  auto lse = [](const std::vector<Tensor>& in) { return logsumexp(in[0], 0, true); };
+  EXPECT_TRUE(testing::gradgradcheck(lse, {testing::leaf64({3, 2}, 32)}));
+  for (std::int64_t k : {0, 1, -1}) {
+    EXPECT_TRUE(testing::all_close(triu(c["with_nan"], k), c[fmt::format("triu{}", k)], 0, 0)) << k;
+    EXPECT_TRUE(testing::all_close(tril(c["with_nan"], k), c[fmt::format("tril{}", k)], 0, 0)) << k;
+  }
+  EXPECT_TRUE(testing::throws_with([] { triu(zeros({3})); }, {"triu", "at least 2 dims"}));
+}
+
+}  // namespace
+}  // namespace remat
