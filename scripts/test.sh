@@ -36,6 +36,7 @@ export ASAN_OPTIONS="${ASAN_OPTIONS:-abort_on_error=1:detect_leaks=1:strict_stri
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
 
 scripts/check-layers.sh
+scripts/check-format.sh
 
 case "$mode" in
   "")
