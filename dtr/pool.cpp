@@ -115,14 +115,6 @@ void Pool::sub_resident(std::size_t bytes) {
   resident_bytes_ -= bytes;
 }
 
-std::size_t Pool::pinned_bytes() const {
-  // Everything resident that cannot be evicted right now: pinned cells and constants.
-  std::size_t evictable = 0;
-  for (const Cell* c : candidates_)
-    if (c->pins_ == 0) evictable += c->nbytes_;
-  return resident_bytes_ - evictable;
-}
-
 DtrStats Pool::stats() const {
   DtrStats s = total_.since(window_base_);
   s.peak_resident_bytes = peak_resident_bytes_;

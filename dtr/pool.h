@@ -103,7 +103,6 @@ class Pool {
   std::size_t peak_resident_bytes() const { return peak_resident_bytes_; }
   // Starts a new peak measurement from the current resident bytes.
   void reset_peak() { peak_resident_bytes_ = resident_bytes_; }
-  std::size_t pinned_bytes() const;
   // What the resident cells that cannot be evicted now hold, by role (OutOfBudget reports it).
   UnevictableBytes unevictable_bytes() const;
   std::size_t resident_cells() const { return resident_cells_; }
