@@ -22,4 +22,5 @@
 #include "ops/pool.h"
 #include "ops/reduce.h"
 #include "ops/softmax.h"
+#include "ops/sort.h"
 #include "ops/view.h"

@@ -87,8 +87,10 @@ Conv2d::Conv2d(Conv2dOptions options) : Module("Conv2d"), options_(options) {
               "Conv2d: kernel_size must be positive, got {}", o.kernel_size);
   REMAT_CHECK(o.stride.h > 0 && o.stride.w > 0, "Conv2d: stride must be positive, got {}",
               o.stride);
-  REMAT_CHECK(o.padding.h >= 0 && o.padding.w >= 0, "Conv2d: padding must be non-negative, got {}",
-              o.padding);
+  REMAT_CHECK(o.padding.mode != Padding2::Mode::Explicit || (o.padding.h >= 0 && o.padding.w >= 0),
+              "Conv2d: padding must be non-negative, got {}", o.padding);
+  REMAT_CHECK(o.padding.mode != Padding2::Mode::Same || (o.stride.h == 1 && o.stride.w == 1),
+              "Conv2d: padding \"same\" needs stride 1, got stride {}", o.stride);
   REMAT_CHECK(o.dilation.h > 0 && o.dilation.w > 0, "Conv2d: dilation must be positive, got {}",
               o.dilation);
   REMAT_CHECK(o.groups > 0 && o.in_channels % o.groups == 0 && o.out_channels % o.groups == 0,
@@ -167,25 +169,17 @@ Tensor BatchNorm2d::forward(const Tensor& x) {
   REMAT_CHECK(x.dim() == 4 && x.size(1) == o.num_features,
               "BatchNorm2d(num_features={}): expected a 4-D [N, {}, H, W] input, got shape {}",
               o.num_features, o.num_features, x.shape());
-  Tensor running_mean, running_var;
-  double momentum = o.momentum.value_or(0.0);
+  Tensor running_mean, running_var, count;
   if (o.track_running_stats) {
     running_mean = buffer("running_mean");
     running_var = buffer("running_var");
-    if (is_training()) {
-      const Tensor count = buffer("num_batches_tracked");
-      {
-        NoGradGuard no_grad;
-        add_(count, 1.0);
-      }
-      if (!o.momentum) momentum = 1.0 / static_cast<double>(count.item<std::int64_t>());
-    }
+    count = buffer("num_batches_tracked");
   }
   // Without running statistics there is nothing else to normalise with: batch statistics
   // in evaluation too, as PyTorch.
   const bool use_batch_stats = is_training() || !o.track_running_stats;
   return batch_norm(x, o.affine ? param("weight") : Tensor(), o.affine ? param("bias") : Tensor(),
-                    running_mean, running_var, use_batch_stats, momentum, o.eps);
+                    running_mean, running_var, use_batch_stats, o.momentum, o.eps, count);
 }
 
 // ---------------------------------------------------------------- Embedding

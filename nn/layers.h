@@ -47,7 +47,7 @@ struct Conv2dOptions {
   std::int64_t out_channels = 0;
   Size2 kernel_size = 0;
   Size2 stride = 1;
-  Size2 padding = 0;  // zeros
+  Padding2 padding = 0;  // zeros on both sides, or "same" / "valid" (ops/conv.h)
   Size2 dilation = 1;
   std::int64_t groups = 1;
   bool bias = true;
@@ -60,7 +60,7 @@ class Conv2d : public Module {
  public:
   explicit Conv2d(Conv2dOptions options);
   Conv2d(std::int64_t in_channels, std::int64_t out_channels, Size2 kernel_size, Size2 stride = 1,
-         Size2 padding = 0, bool bias = true)
+         Padding2 padding = 0, bool bias = true)
       : Conv2d(Conv2dOptions{.in_channels = in_channels,
                              .out_channels = out_channels,
                              .kernel_size = kernel_size,

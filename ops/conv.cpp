@@ -16,16 +16,36 @@ namespace {
 using detail::ConvGeometry;
 
 void check_options(std::string_view op, const Conv2dOptions& o) {
+  const bool explicit_padding = o.padding.mode == Padding2::Mode::Explicit;
   REMAT_CHECK(o.stride.h >= 1 && o.stride.w >= 1 && o.dilation.h >= 1 && o.dilation.w >= 1 &&
-                  o.padding.h >= 0 && o.padding.w >= 0 && o.groups >= 1,
+                  (!explicit_padding || (o.padding.h >= 0 && o.padding.w >= 0)) && o.groups >= 1,
               "{}: invalid options stride {}, padding {}, dilation {}, groups {} (stride, dilation "
               "and groups must be positive, padding non-negative)",
               op, o.stride, o.padding, o.dilation, o.groups);
+  REMAT_CHECK(o.padding.mode != Padding2::Mode::Same || (o.stride.h == 1 && o.stride.w == 1),
+              "{}: padding \"same\" needs stride 1, got stride {}", op, o.stride);
 }
 
-std::int64_t out_size(std::int64_t in, std::int64_t k, std::int64_t s, std::int64_t p,
-                      std::int64_t d) {
-  return (in + 2 * p - d * (k - 1) - 1) / s + 1;
+// Zeros before (top or left) and after (bottom or right) one spatial dim of kernel size k.
+struct PadPair {
+  std::int64_t begin, end;
+};
+PadPair resolve_padding(Padding2::Mode mode, std::int64_t explicit_pad, std::int64_t k,
+                        std::int64_t d) {
+  switch (mode) {
+    case Padding2::Mode::Explicit:
+      return {explicit_pad, explicit_pad};
+    case Padding2::Mode::Valid:
+      return {0, 0};
+    case Padding2::Mode::Same:
+      break;
+  }
+  const std::int64_t total = d * (k - 1);
+  return {total / 2, total - total / 2};
+}
+
+std::int64_t out_size(std::int64_t in, std::int64_t k, std::int64_t s, PadPair p, std::int64_t d) {
+  return (in + p.begin + p.end - d * (k - 1) - 1) / s + 1;
 }
 
 // Validates input and weight shapes (naming `op` and both shapes) and returns the geometry.
@@ -40,18 +60,21 @@ ConvGeometry geometry(std::string_view op, const Shape& x, const Shape& w, const
       "{}: input of shape {} does not match weight of shape {} with groups {} (input channels "
       "must be weight.shape[1] * groups and output channels divisible by groups)",
       op, x, w, o.groups);
+  const PadPair ph = resolve_padding(o.padding.mode, o.padding.h, w[2], o.dilation.h);
+  const PadPair pw = resolve_padding(o.padding.mode, o.padding.w, w[3], o.dilation.w);
   const std::int64_t eh = o.dilation.h * (w[2] - 1) + 1, ew = o.dilation.w * (w[3] - 1) + 1;
   REMAT_CHECK(
-      w[2] >= 1 && w[3] >= 1 && x[2] + 2 * o.padding.h >= eh && x[3] + 2 * o.padding.w >= ew,
+      w[2] >= 1 && w[3] >= 1 && x[2] + ph.begin + ph.end >= eh && x[3] + pw.begin + pw.end >= ew,
       "{}: kernel of shape {} (dilation {}) is larger than the padded input of shape {} "
       "(padding {})",
       op, w, o.dilation, x, o.padding);
   ConvGeometry g;
   g.n = x[0], g.c = x[1], g.h = x[2], g.w = x[3];
   g.o = w[0], g.kh = w[2], g.kw = w[3];
-  g.oh = out_size(g.h, g.kh, o.stride.h, o.padding.h, o.dilation.h);
-  g.ow = out_size(g.w, g.kw, o.stride.w, o.padding.w, o.dilation.w);
-  g.stride_h = o.stride.h, g.stride_w = o.stride.w, g.pad_h = o.padding.h, g.pad_w = o.padding.w;
+  g.oh = out_size(g.h, g.kh, o.stride.h, ph, o.dilation.h);
+  g.ow = out_size(g.w, g.kw, o.stride.w, pw, o.dilation.w);
+  g.stride_h = o.stride.h, g.stride_w = o.stride.w, g.pad_h = ph.begin, g.pad_w = pw.begin;
+  g.extra_h = ph.end - ph.begin, g.extra_w = pw.end - pw.begin;
   g.dilation_h = o.dilation.h, g.dilation_w = o.dilation.w, g.groups = o.groups;
   return g;
 }
@@ -314,6 +337,12 @@ void check_defined(std::string_view op, const Tensor& a, std::string_view a_name
 }
 
 }  // namespace
+
+Padding2::Padding2(std::string_view name) : Size2(0) {
+  REMAT_CHECK(name == "same" || name == "valid",
+              "conv2d: padding must be a number, a pair, \"same\" or \"valid\", got \"{}\"", name);
+  mode = name == "same" ? Mode::Same : Mode::Valid;
+}
 
 Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, Conv2dOptions opts) {
   check_defined("conv2d", x, "input", weight, "weight");

@@ -628,7 +628,7 @@ void check_param(std::string_view op, std::string_view what, const Tensor& p, co
 
 Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias,
                   const Tensor& running_mean, const Tensor& running_var, bool training,
-                  double momentum, double eps) {
+                  std::optional<double> momentum, double eps, const Tensor& num_batches_tracked) {
   REMAT_CHECK(x.defined(), "batch_norm: the input is an undefined tensor");
   REMAT_CHECK(x.dim() >= 2,
               "batch_norm: expected an input of rank >= 2 ([N, C, ...]), got shape {}", x.shape());
@@ -645,6 +645,14 @@ Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias,
   check_param("batch_norm", "running_var", running_var, per_c, x);
   REMAT_CHECK(running_mean.defined() == running_var.defined(),
               "batch_norm: running_mean and running_var must both be defined or both undefined");
+  REMAT_CHECK(!momentum || std::isfinite(*momentum), "batch_norm: momentum must be finite, got {}",
+              momentum.value_or(0));
+  REMAT_CHECK(!num_batches_tracked.defined() ||
+                  (num_batches_tracked.dtype() == DType::Int64 && num_batches_tracked.dim() == 0),
+              "batch_norm: num_batches_tracked must be an int64 scalar, got {} of shape {}",
+              num_batches_tracked.dtype(), num_batches_tracked.shape());
+  REMAT_CHECK(momentum || !training || !running_mean.defined() || num_batches_tracked.defined(),
+              "batch_norm: momentum std::nullopt (a cumulative average) needs num_batches_tracked");
 
   if (!training) {
     REMAT_CHECK(
@@ -674,11 +682,14 @@ Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias,
     // A side effect: separate in-place ops, never part of the output's record or graph, so a
     // replay of the forward does not update the statistics again (DESIGN.md section 4).
     NoGradGuard no_grad;
+    if (num_batches_tracked.defined()) add_(num_batches_tracked, 1.0);
+    const double factor =
+        momentum ? *momentum : 1.0 / static_cast<double>(num_batches_tracked.item<std::int64_t>());
     const double unbias = static_cast<double>(count) / static_cast<double>(count - 1);
-    mul_(running_mean, 1.0 - momentum);
-    add_(running_mean, outs[1], momentum);
-    mul_(running_var, 1.0 - momentum);
-    add_(running_var, outs[3], momentum * unbias);
+    mul_(running_mean, 1.0 - factor);
+    add_(running_mean, outs[1], factor);
+    mul_(running_var, 1.0 - factor);
+    add_(running_var, outs[3], factor * unbias);
   }
   return outs[0];
 }

@@ -1,9 +1,11 @@
 // Batch and layer normalisation (PyTorch semantics): fused forward kernels, derivatives written
 // with public ops so gradients of gradients work.  Weight and bias may be undefined tensors.
 // Usage: y = batch_norm(x, w, b, running_mean, running_var, /*training=*/true);
+//        y = batch_norm(x, w, b, mean, var, true, std::nullopt, 1e-5, num_batches_tracked);
 //        y = layer_norm(x, {512}, w, b);
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "core/tensor.h"
@@ -14,10 +16,14 @@ namespace remat {
 // statistics, then (when the running statistics are defined) updates running_mean/running_var
 // in place to (1 - momentum) * running + momentum * batch statistic (the variance unbiased, as
 // PyTorch); that update is separate in-place ops outside the output's record and graph.
+// num_batches_tracked, when defined (an int64 scalar), counts the training calls; momentum
+// std::nullopt (PyTorch's momentum=None) makes the statistics a cumulative average over them,
+// momentum 1 / num_batches_tracked, and then needs the counter.
 // Evaluation: with the running statistics, which must then be defined.
 Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias,
                   const Tensor& running_mean, const Tensor& running_var, bool training,
-                  double momentum = 0.1, double eps = 1e-5);
+                  std::optional<double> momentum = 0.1, double eps = 1e-5,
+                  const Tensor& num_batches_tracked = Tensor());
 
 // Normalises over the trailing dims given by normalized_shape (which must match x's last dims);
 // weight and bias, when defined, have shape normalized_shape.

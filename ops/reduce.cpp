@@ -255,12 +255,100 @@ class CumsumOp final : public Op {
   std::int64_t dim_;
 };
 
+// Vector p-norm over dims, as torch.linalg.vector_norm: p = 0 counts nonzeros, +-inf is the
+// largest / smallest magnitude, otherwise (sum |x|^p)^(1/p).  Accumulated in double.
+class NormOp final : public Op {
+ public:
+  NormOp(double p, std::vector<std::int64_t> dims, bool keepdim)
+      : p_(p), dims_(std::move(dims)), keepdim_(keepdim) {}
+  std::string_view name() const override { return "norm"; }
+  SaveSpec saves() const override { return {0b1, 0b1}; }
+  std::vector<TensorMeta> infer(std::span<const TensorMeta> in) const override {
+    return {TensorMeta::contiguous(reduced_shape(in[0].shape, dims_, keepdim_), in[0].dtype,
+                                   in[0].device)};
+  }
+  void cpu(std::span<const KernelArg> in, std::span<const KernelArg> out) const override {
+    detail::visit_floating(in[0].meta->dtype, [&]<class T>() {
+      const ReduceGeometry g(*in[0].meta, dims_);
+      const T* x = in[0].data<T>();
+      T* y = out[0].data<T>();
+      parallel_for(0, g.outputs,
+                   std::max<std::int64_t>(1, 16384 / std::max<std::int64_t>(g.reduced, 1)),
+                   [&](std::int64_t b, std::int64_t e) {
+                     for (std::int64_t o = b; o < e; ++o)
+                       y[o] = static_cast<T>(reduce_one(g, x, g.input_offset(o)));
+                   });
+    });
+  }
+  std::vector<Tensor> backward(const BackwardContext& c) const override {
+    const Tensor& x = c.input(0);
+    const Shape keep = reduced_shape(x.shape(), dims_, true);
+    const Tensor g = reshape(c.grad(0), keep), n = reshape(c.output(0), keep);
+    if (p_ == 0) return {zeros_like(x)};
+    if (p_ == 1) return {mul(g, sign(x))};
+    if (std::isinf(p_)) {
+      // Ties at the extreme share the gradient equally, as PyTorch's amax.
+      const Tensor at = eq(abs(x), n);
+      return {mul(mul(g, sign(x)), div(at, sum(at, dims_, true)))};
+    }
+    // g * sign(x) |x|^(p-1) / n^(p-1), written so that a zero norm or element gives 0 (not NaN)
+    // in this derivative and in the next: the divisor is 1 where n is 0 (x is all zero there).
+    const Tensor zero_norm = eq(n, 0.0);
+    const Tensor n_safe = where(zero_norm, ones_like(n), n);
+    if (p_ == 2) return {where(zero_norm, zeros_like(x), mul(g, div(x, n_safe)))};
+    const Tensor a = abs(x), zero = eq(a, 0.0);
+    const Tensor scaled =
+        where(zero, zeros_like(x), mul(sign(x), pow(where(zero, ones_like(a), a), p_ - 1)));
+    return {mul(g, div(scaled, pow(n_safe, p_ - 1)))};
+  }
+
+ private:
+  template <class T>
+  double reduce_one(const ReduceGeometry& g, const T* x, std::int64_t base) const {
+    if (std::isinf(p_)) {
+      double best = p_ > 0 ? 0.0 : std::numeric_limits<double>::infinity();
+      g.walk(base, [&](std::int64_t off) {
+        const double a = std::abs(static_cast<double>(x[off]));
+        if (std::isnan(a) || std::isnan(best))
+          best = std::numeric_limits<double>::quiet_NaN();
+        else
+          best = p_ > 0 ? std::max(best, a) : std::min(best, a);
+      });
+      return best;
+    }
+    double acc = 0;
+    g.walk(base, [&](std::int64_t off) {
+      const double a = std::abs(static_cast<double>(x[off]));
+      acc += p_ == 0 ? (a != 0) : p_ == 1 ? a : p_ == 2 ? a * a : std::pow(a, p_);
+    });
+    return p_ == 0 || p_ == 1 ? acc : p_ == 2 ? std::sqrt(acc) : std::pow(acc, 1.0 / p_);
+  }
+
+  double p_;
+  std::vector<std::int64_t> dims_;
+  bool keepdim_;
+};
+
 }  // namespace
 
 Tensor cumsum(const Tensor& t, std::int64_t dim) {
   REMAT_CHECK(t.defined(), "cumsum: undefined tensor");
   const std::int64_t d = wrap_dim("cumsum", dim, t.dim());
   return call1(std::make_shared<CumsumOp>(t.dim() == 0 ? 0 : d), {contiguous(t)});
+}
+
+Tensor norm(const Tensor& t, double p, std::vector<std::int64_t> dims, bool keepdim) {
+  REMAT_CHECK(t.defined(), "norm: undefined tensor");
+  REMAT_CHECK(is_floating(t.dtype()), "norm: expected a floating-point tensor, got {} of shape {}",
+              t.dtype(), t.shape());
+  REMAT_CHECK(p >= 0 || p == -std::numeric_limits<double>::infinity(),
+              "norm: the order p must be >= 0 or infinite, got {}", p);
+  auto d = reduced_dims("norm", dims, t.dim());
+  if (std::isinf(p))
+    for (auto i : d)
+      REMAT_CHECK(t.shape()[i] > 0, "norm: an infinite order over the empty dim {} of shape {}", i,
+                  t.shape());
+  return call1(std::make_shared<NormOp>(p, std::move(d), keepdim), {t});
 }
 
 Tensor logsumexp(const Tensor& t, std::int64_t dim, bool keepdim) {

@@ -24,6 +24,11 @@ Tensor argmin(const Tensor& t, std::int64_t dim, bool keepdim = false);
 
 // Running sum along dim, as torch.cumsum (differentiable to any order).
 Tensor cumsum(const Tensor& t, std::int64_t dim);
+// Vector p-norm over dims (all when empty), as torch.linalg.vector_norm: p = 2 by default,
+// 0 (nonzero count), 1, any p > 0, or +-infinity (largest / smallest magnitude).
+// Differentiable to any order; at a zero norm the gradient is 0, as PyTorch's.
+Tensor norm(const Tensor& t, double p = 2, std::vector<std::int64_t> dims = {},
+            bool keepdim = false);
 // log(sum(exp(t), dim)), computed stably, as torch.logsumexp.
 Tensor logsumexp(const Tensor& t, std::int64_t dim, bool keepdim = false);
 

@@ -108,14 +108,15 @@ struct ConvEntry {
   std::size_t scratchpad_offset = 0, workspace_bytes = 0;
 };
 
-using ConvKey = std::array<std::int64_t, 19>;
+using ConvKey = std::array<std::int64_t, 21>;
 
 ConvKey make_key(const ConvGeometry& g, ConvKind kind, bool bias) {
   // The thread count is part of the key: oneDNN fixes its work split when a primitive is
   // created, and the split decides the summation order, hence the bits.
   // clang-format off
   return {g.n, g.c, g.h, g.w, g.o, g.kh, g.kw, g.oh, g.ow, g.stride_h, g.stride_w, g.pad_h, g.pad_w,
-          g.dilation_h, g.dilation_w, g.groups, static_cast<std::int64_t>(kind), bias, num_threads()};
+          g.extra_h, g.extra_w, g.dilation_h, g.dilation_w, g.groups,
+          static_cast<std::int64_t>(kind), bias, num_threads()};
   // clang-format on
 }
 
@@ -149,7 +150,7 @@ std::shared_ptr<ConvEntry> create_entry(const ConvGeometry& g, ConvKind kind, bo
   const memory::desc src_any(src, kF32, Tag::any), dst_any(dst, kF32, Tag::any),
       wei_any(wei, kF32, Tag::any);
   const memory::dims strides{g.stride_h, g.stride_w}, dilates{g.dilation_h - 1, g.dilation_w - 1},
-      padding{g.pad_h, g.pad_w};
+      padding{g.pad_h, g.pad_w}, padding_end{g.pad_h + g.extra_h, g.pad_w + g.extra_w};
   primitive_attr attr;
   attr.set_scratchpad_mode(scratchpad_mode::user);
 
@@ -157,7 +158,7 @@ std::shared_ptr<ConvEntry> create_entry(const ConvGeometry& g, ConvKind kind, bo
   const memory::desc bias_md = with_bias ? memory::desc({g.o}, kF32, Tag::x) : memory::desc();
   const convolution_forward::desc fwd_desc(prop_kind::forward_training,
                                            algorithm::convolution_direct, src_any, wei_any, bias_md,
-                                           dst_any, strides, dilates, padding, padding);
+                                           dst_any, strides, dilates, padding, padding_end);
   const convolution_forward::primitive_desc fwd_pd(fwd_desc, attr, eng);
   memory::desc scratch;
   switch (kind) {
@@ -171,7 +172,7 @@ std::shared_ptr<ConvEntry> create_entry(const ConvGeometry& g, ConvKind kind, bo
       break;
     case ConvKind::BackwardData: {
       const convolution_backward_data::desc d(algorithm::convolution_direct, src_any, wei_any,
-                                              dst_any, strides, dilates, padding, padding);
+                                              dst_any, strides, dilates, padding, padding_end);
       const convolution_backward_data::primitive_desc pd(d, attr, eng, fwd_pd);
       entry->primitive = convolution_backward_data(pd);
       entry->operands = {make_operand(DNNL_ARG_DIFF_DST, dst_plain, pd.diff_dst_desc(), false),
@@ -182,7 +183,7 @@ std::shared_ptr<ConvEntry> create_entry(const ConvGeometry& g, ConvKind kind, bo
     }
     case ConvKind::BackwardWeights: {
       const convolution_backward_weights::desc d(algorithm::convolution_direct, src_any, wei_any,
-                                                 dst_any, strides, dilates, padding, padding);
+                                                 dst_any, strides, dilates, padding, padding_end);
       const convolution_backward_weights::primitive_desc pd(d, attr, eng, fwd_pd);
       entry->primitive = convolution_backward_weights(pd);
       entry->operands = {
@@ -238,9 +239,10 @@ ConvCache& conv_cache() {
 std::string describe(const ConvGeometry& g) {
   return fmt::format(
       "input [{}, {}, {}, {}], weight [{}, {}, {}, {}], output [{}, {}, {}, {}], "
-      "stride ({}, {}), padding ({}, {}), dilation ({}, {}), groups {}",
+      "stride ({}, {}), padding ({}, {}) to ({}, {}), dilation ({}, {}), groups {}",
       g.n, g.c, g.h, g.w, g.o, g.groups ? g.c / g.groups : 0, g.kh, g.kw, g.n, g.o, g.oh, g.ow,
-      g.stride_h, g.stride_w, g.pad_h, g.pad_w, g.dilation_h, g.dilation_w, g.groups);
+      g.stride_h, g.stride_w, g.pad_h, g.pad_w, g.pad_h + g.extra_h, g.pad_w + g.extra_w,
+      g.dilation_h, g.dilation_w, g.groups);
 }
 
 void run_conv(const ConvGeometry& g, ConvKind kind, const void* in0, const void* in1,

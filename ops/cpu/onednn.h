@@ -14,12 +14,14 @@ void sgemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int6
            std::int64_t ldc);
 
 // A 2-D convolution in PyTorch's terms: NCHW input, OIHW weights (O x C/groups x KH x KW),
-// symmetric padding, dilation 1 meaning none.
+// padding pad_h/pad_w at the top/left and that plus extra_h/extra_w at the bottom/right (extra is
+// 1 only for padding "same" with an odd total), dilation 1 meaning none.
 struct ConvGeometry {
   std::int64_t n = 0, c = 0, h = 0, w = 0;  // input
   std::int64_t o = 0, kh = 0, kw = 0;       // weights
   std::int64_t oh = 0, ow = 0;              // output
   std::int64_t stride_h = 1, stride_w = 1, pad_h = 0, pad_w = 0, dilation_h = 1, dilation_w = 1;
+  std::int64_t extra_h = 0, extra_w = 0;
   std::int64_t groups = 1;
   bool operator==(const ConvGeometry&) const = default;
 };

@@ -341,6 +341,7 @@ TEST(LayerErrors, BadOptionsNameTheLayer) {
   EXPECT_TRUE(throws_with([] { Conv2d(3, 4, 0); }, {"Conv2d", "kernel_size"}));
   EXPECT_TRUE(throws_with([] { Conv2d(3, 4, 3, 0); }, {"Conv2d", "stride"}));
   EXPECT_TRUE(throws_with([] { Conv2d(3, 4, 3, 1, -1); }, {"Conv2d", "padding"}));
+  EXPECT_TRUE(throws_with([] { Conv2d(3, 4, 2, 2, "same"); }, {"Conv2d", "\"same\"", "stride"}));
   EXPECT_TRUE(throws_with(
       [] {
         Conv2d(

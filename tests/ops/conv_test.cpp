@@ -27,8 +27,9 @@ const std::vector<testing::FixtureCase>& fixture() {
 
 Conv2dOptions options_of(const testing::FixtureCase& c) {
   const auto s = c.list("stride"), p = c.list("padding"), d = c.list("dilation");
+  const int mode = static_cast<int>(c.num("padding_mode"));  // 0 numbers, 1 "same", 2 "valid"
   return {.stride = {s[0], s[1]},
-          .padding = {p[0], p[1]},
+          .padding = mode == 0 ? Padding2(p[0], p[1]) : Padding2(mode == 1 ? "same" : "valid"),
           .dilation = {d[0], d[1]},
           .groups = static_cast<std::int64_t>(c.num("groups"))};
 }
@@ -46,7 +47,7 @@ TEST(Conv2d, MatchesPyTorchForEveryCase) {
     EXPECT_TRUE(all_close(y, c["y"], tol, tol));
     ++checked;
   }
-  EXPECT_EQ(checked, 13);
+  EXPECT_EQ(checked, 18);
 }
 
 TEST(Conv2d, UnbatchedInput) {
@@ -81,7 +82,7 @@ TEST(Conv2d, Float32GradientsMatchPyTorch) {
     }
     ++checked;
   }
-  EXPECT_EQ(checked, 5);
+  EXPECT_EQ(checked, 8);
 }
 
 // Larger shapes, where oneDNN uses its blocked layouts and reorders: float32 (oneDNN) against
@@ -99,6 +100,8 @@ TEST(Conv2d, Float32OneDnnMatchesFloat64Reference) {
       {{1, 8, 12, 12}, {16, 8, 3, 3}, {.padding = 2, .dilation = 2}},
       {{3, 3, 16, 16}, {16, 3, 7, 7}, {.stride = 2, .padding = 3}},
       {{2, 24, 6, 6}, {40, 24, 1, 1}, {}},
+      {{2, 16, 9, 8}, {16, 16, 4, 4}, {.padding = "same"}},
+      {{1, 8, 10, 10}, {16, 8, 2, 3}, {.padding = "same", .dilation = {3, 2}}},
   };
   std::uint64_t seed = 100;
   for (const auto& c : cases) {
@@ -132,6 +135,8 @@ TEST(Conv2d, GradcheckFloat64) {
                         {leaf64({1, 4, 5, 5}, 6), leaf64({4, 2, 2, 3}, 7), leaf64({4}, 8)}));
   EXPECT_TRUE(gradcheck(conv({.stride = {1, 2}, .padding = 1, .groups = 3}),
                         {leaf64({2, 3, 4, 4}, 9), leaf64({3, 1, 3, 3}, 10)}));
+  EXPECT_TRUE(gradcheck(conv({.padding = "same"}),
+                        {leaf64({1, 2, 5, 4}, 16), leaf64({2, 2, 4, 2}, 17), leaf64({2}, 18)}));
 }
 
 TEST(Conv2d, GradgradcheckFloat64) {
@@ -144,6 +149,18 @@ TEST(Conv2d, GradgradcheckFloat64) {
                             {leaf64({1, 2, 4, 4}, 11), leaf64({2, 2, 3, 3}, 12), leaf64({2}, 13)}));
   EXPECT_TRUE(gradgradcheck(conv({.stride = 2, .padding = 1, .dilation = {1, 2}, .groups = 2}),
                             {leaf64({2, 2, 5, 6}, 14), leaf64({2, 1, 3, 2}, 15)}));
+  // An even kernel under "same": the extra row and column at the bottom and right.
+  EXPECT_TRUE(gradgradcheck(conv({.padding = "same", .dilation = {1, 3}}),
+                            {leaf64({1, 2, 4, 5}, 19), leaf64({2, 2, 2, 2}, 28)}));
+}
+
+TEST(Conv2d, SameKeepsTheSizeAndValidPadsNothing) {
+  Tensor x = uniform({1, 2, 7, 6}, -1, 1, {.seed = 70});
+  Tensor w = uniform({3, 2, 4, 3}, -1, 1, {.seed = 71});
+  EXPECT_EQ(conv2d(x, w, Tensor(), {.padding = "same"}).shape(), (Shape{1, 3, 7, 6}));
+  EXPECT_EQ(conv2d(x, w, Tensor(), {.padding = "same", .dilation = 2}).shape(),
+            (Shape{1, 3, 7, 6}));
+  EXPECT_TRUE(all_close(conv2d(x, w, Tensor(), {.padding = "valid"}), conv2d(x, w), 0, 0));
 }
 
 // The derivative ops are differentiable themselves (third derivatives of conv2d).
@@ -238,6 +255,17 @@ TEST(Conv2d, ErrorsNameTheOpAndShapes) {
         conv2d(zeros({1, 3, 5, 5}), zeros({4, 3, 3, 3}), Tensor(), {.stride = 0});
       },
       {"conv2d", "stride (0, 0)"}));
+  EXPECT_TRUE(throws_with(
+      [] {
+        conv2d(zeros({1, 3, 5, 5}), zeros({4, 3, 3, 3}), Tensor(),
+               {.stride = 2, .padding = "same"});
+      },
+      {"conv2d", "\"same\"", "stride 1", "(2, 2)"}));
+  EXPECT_TRUE(throws_with(
+      [] {
+        conv2d(zeros({1, 3, 5, 5}), zeros({4, 3, 3, 3}), Tensor(), {.padding = "full"});
+      },
+      {"conv2d", "\"full\""}));
   EXPECT_TRUE(throws_with(
       [] {
         conv2d_backward_input(zeros({1, 4, 2, 2}), zeros({4, 3, 3, 3}), {1, 3, 5, 5});

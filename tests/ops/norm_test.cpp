@@ -106,6 +106,29 @@ TEST(BatchNorm, RunningStatisticsUpdateIsOutsideTheGraph) {
   EXPECT_TRUE(all_close(rv, add(mul(var(x, {0, 2, 3}), 0.1), 0.9), 1e-12, 1e-12));
 }
 
+// momentum std::nullopt: after k batches the statistics are the plain averages of the k batch
+// statistics (the variances unbiased), as PyTorch's momentum=None; the counter counts.
+TEST(BatchNorm, MomentumNoneIsACumulativeAverageOfTheBatches) {
+  const TensorOptions f64{.dtype = DType::Float64};
+  Tensor rm = full({3}, 5.0, f64), rv = full({3}, 7.0, f64);
+  Tensor count = zeros({}, {.dtype = DType::Int64});
+  Tensor mean_sum = zeros({3}, f64), var_sum = zeros({3}, f64);
+  for (std::uint64_t k = 0; k < 4; ++k) {
+    Tensor x = normal({6, 3, 2}, static_cast<double>(k), 1.0 + static_cast<double>(k),
+                      {.dtype = DType::Float64, .seed = 30 + k});
+    batch_norm(x, Tensor(), Tensor(), rm, rv, true, std::nullopt, 1e-5, count);
+    mean_sum = add(mean_sum, mean(x, {0, 2}));
+    var_sum = add(var_sum, var(x, {0, 2}));
+  }
+  EXPECT_EQ(count.item<std::int64_t>(), 4);
+  EXPECT_TRUE(all_close(rm, div(mean_sum, 4.0), 1e-12, 1e-12));
+  EXPECT_TRUE(all_close(rv, div(var_sum, 4.0), 1e-12, 1e-12));
+  // With a momentum the counter still counts, as PyTorch's module.
+  batch_norm(normal({6, 3, 2}, 0, 1, {.dtype = DType::Float64, .seed = 40}), Tensor(), Tensor(), rm,
+             rv, true, 0.1, 1e-5, count);
+  EXPECT_EQ(count.item<std::int64_t>(), 5);
+}
+
 TEST(BatchNorm, TrainingWithoutRunningStatistics) {
   Tensor x = normal({5, 2, 3}, 1, 2, {.dtype = DType::Float64, .seed = 2});
   Tensor none_m, none_v;
@@ -254,6 +277,11 @@ TEST(Norm, Errors) {
                           {"batch_norm", "[3]"}));
   EXPECT_TRUE(throws_with([&] { batch_norm(x, Tensor(), Tensor(), rm, none_v, true); },
                           {"batch_norm", "running_var"}));
+  EXPECT_TRUE(throws_with([&] { batch_norm(x, Tensor(), Tensor(), rm, rv, true, std::nullopt); },
+                          {"batch_norm", "num_batches_tracked"}));
+  EXPECT_TRUE(throws_with(
+      [&] { batch_norm(x, Tensor(), Tensor(), rm, rv, true, std::nullopt, 1e-5, zeros({})); },
+      {"batch_norm", "num_batches_tracked", "int64", "float32"}));
   EXPECT_TRUE(throws_with([&] { layer_norm(x, {3}); }, {"layer_norm", "[3]", "[4, 3, 2]"}));
   EXPECT_TRUE(throws_with(
       [&] {

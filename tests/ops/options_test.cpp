@@ -1,7 +1,11 @@
 // Options PyTorch users expect, against PyTorch (tests/fixtures/gen_options.py): cross_entropy
-// with probability targets, binary_cross_entropy_with_logits with weight and pos_weight, and
-// embedding with padding_idx; values and gradients.
+// with probability targets, binary_cross_entropy_with_logits with weight and pos_weight,
+// embedding with padding_idx, vector norms of every order and topk; values and gradients
+// (second derivatives of the smooth norms), and finite-difference checks.
+#include <cmath>
+
 #include "nn/layers.h"
+#include "ops/sort.h"
 #include "support/test_util.h"
 
 namespace remat {
@@ -67,6 +71,85 @@ TEST(Options, EmbeddingPaddingIndexGetsNoGradient) {
       nn::EmbeddingOptions{.num_embeddings = 5, .embedding_dim = 2, .padding_idx = -1});
   EXPECT_TRUE(testing::bit_equal(select(emb.param("weight"), 0, 4), zeros({2})));
   EXPECT_TRUE(testing::throws_with([&] { embedding(table, c["idx"], 5); }, {"padding_idx 5"}));
+}
+
+TEST(Options, NormOfEveryOrderMatchesPyTorch) {
+  int checked = 0;
+  for (const auto& c : fixture()) {
+    if (!c.name.starts_with("norm_")) continue;
+    SCOPED_TRACE(c.name);
+    Tensor x = clone(c["x"]).set_requires_grad(true);
+    Tensor y = norm(x, c.num("p"), c.list("dims"));
+    EXPECT_TRUE(all_close(y, c["y"], 1e-12, 1e-12));
+    auto g = grad({sum(y)}, {x}, {}, true, true);
+    EXPECT_TRUE(all_close(g[0], c["grad"], 1e-12, 1e-12));
+    if (c.tensors.count("gradgrad")) {
+      // Row 1 of x is zero: PyTorch's second derivative there is NaN, ours 0 (the norm has no
+      // second derivative there; 0 continues the first derivative's choice of 0).
+      Tensor gg = grad({sum(mul(g[0], c["v"]))}, {x})[0];
+      Tensor expected = c["gradgrad"];
+      EXPECT_TRUE(all_close(select(gg, 0, 0), select(expected, 0, 0), 1e-12, 1e-12));
+      EXPECT_TRUE(all_close(narrow(gg, 0, 2, 2), narrow(expected, 0, 2, 2), 1e-12, 1e-12));
+      EXPECT_TRUE(testing::bit_equal(select(gg, 0, 1), zeros({5}, {.dtype = DType::Float64})));
+    }
+    ++checked;
+  }
+  EXPECT_EQ(checked, 14);
+}
+
+TEST(Options, NormGradcheckAndGradgradcheck) {
+  for (double p : std::vector<double>{1.0, 2.0, 3.0, 0.5, 1.5, INFINITY}) {
+    SCOPED_TRACE(p);
+    auto f = [p](const std::vector<Tensor>& in) { return norm(in[0], p, {0, 2}, true); };
+    EXPECT_TRUE(testing::gradcheck(f, {testing::leaf64({3, 2, 4}, 80, 0.2, 1.0)}));
+    if (!std::isinf(p) && p != 1.0) {
+      EXPECT_TRUE(testing::gradgradcheck(f, {testing::leaf64({3, 2, 4}, 81, 0.2, 1.0)}));
+    }
+  }
+  EXPECT_EQ(norm(zeros({2, 3})).item<float>(), 0.0f);
+  EXPECT_EQ(norm(tensor<float>({3, -4}, Shape{2})).item<float>(), 5.0f);
+  EXPECT_TRUE(testing::throws_with([] { norm(zeros({2}), -1); }, {"norm", "-1"}));
+  EXPECT_TRUE(
+      testing::throws_with([] { norm(zeros({2}, {.dtype = DType::Int64})); }, {"norm", "int64"}));
+  EXPECT_TRUE(testing::throws_with([] { norm(zeros({0, 2}), INFINITY, {0}); }, {"norm", "empty"}));
+}
+
+TEST(Options, TopkMatchesPyTorch) {
+  int checked = 0;
+  for (const auto& c : fixture()) {
+    if (!c.name.starts_with("topk_") || c.name == "topk_nan") continue;
+    SCOPED_TRACE(c.name);
+    Tensor x = clone(c["x"]).set_requires_grad(true);
+    const auto dim = static_cast<std::int64_t>(c.num("dim"));
+    auto [values, indices] = topk(x, 2, dim, c.num("largest") != 0);
+    EXPECT_TRUE(all_close(values, c["values"], 0, 0));
+    EXPECT_TRUE(testing::bit_equal(indices, c["indices"]));
+    EXPECT_TRUE(all_close(grad({sum(mul(values, c["w"]))}, {x})[0], c["grad"], 0, 0));
+    ++checked;
+  }
+  EXPECT_EQ(checked, 3);
+  const auto& n = find_case(fixture(), "topk_nan");
+  auto [values, indices] = topk(n["x"], 2);
+  EXPECT_TRUE(all_close(values, n["values"], 0, 0));
+  EXPECT_TRUE(testing::bit_equal(indices, n["indices"]));
+}
+
+TEST(Options, TopkTiesOrderAndDerivatives) {
+  // Equal values come in index order; k = 0 and k = n work; int64 works.
+  auto [v, i] = topk(tensor<std::int64_t>({3, 1, 3, 2, 3}, Shape{5}), 3);
+  EXPECT_TRUE(testing::bit_equal(i, tensor<std::int64_t>({0, 2, 4}, Shape{3})));
+  EXPECT_TRUE(testing::bit_equal(v, tensor<std::int64_t>({3, 3, 3}, Shape{3})));
+  EXPECT_EQ(topk(zeros({2, 4}), 0).first.shape(), (Shape{2, 0}));
+  EXPECT_EQ(topk(zeros({2, 4}), 4, 1, false).second.shape(), (Shape{2, 4}));
+  // Values are a gather: first and second derivatives through them.
+  auto f = [](const std::vector<Tensor>& in) {
+    Tensor t = topk(in[0], 2, 1).first;
+    return mul(t, t);
+  };
+  EXPECT_TRUE(testing::gradcheck(f, {testing::leaf64({3, 5}, 90)}));
+  EXPECT_TRUE(testing::gradgradcheck(f, {testing::leaf64({3, 5}, 91)}));
+  EXPECT_TRUE(testing::throws_with([] { topk(zeros({2, 3}), 4); }, {"topk", "k (4)", "[2, 3]"}));
+  EXPECT_TRUE(testing::throws_with([] { topk(zeros({2, 3}), 1, 2); }, {"topk"}));
 }
 
 }  // namespace

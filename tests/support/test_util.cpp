@@ -1,12 +1,12 @@
 #include "support/test_util.h"
 
+#include <unistd.h>
+
 #include <cmath>
 #include <cstring>
 #include <fstream>
 #include <map>
-
 #include <nlohmann/json.hpp>
-#include <unistd.h>
 
 namespace remat::testing {
 
@@ -41,7 +41,8 @@ namespace remat::testing {
 
 ::testing::AssertionResult bit_equal(const Tensor& a, const Tensor& b) {
   if (a.shape() != b.shape() || a.dtype() != b.dtype())
-    return ::testing::AssertionFailure() << "shape/dtype differ: " << a.shape_str() << " vs " << b.shape_str();
+    return ::testing::AssertionFailure()
+           << "shape/dtype differ: " << a.shape_str() << " vs " << b.shape_str();
   const auto x = a.to_vector<double>(), y = b.to_vector<double>();
   for (std::size_t i = 0; i < x.size(); ++i)
     if (std::memcmp(&x[i], &y[i], sizeof(double)) != 0)
@@ -57,14 +58,16 @@ std::string unique_temp_path(const std::string& stem, const std::string& ext) {
   return ::testing::TempDir() + stem + "_" + std::to_string(::getpid()) + "_" + test + ext;
 }
 
-::testing::AssertionResult throws_with(const std::function<void()>& f, std::vector<std::string> fragments) {
+::testing::AssertionResult throws_with(const std::function<void()>& f,
+                                       std::vector<std::string> fragments) {
   try {
     f();
   } catch (const Error& e) {
     const std::string msg = e.what();
     for (const auto& frag : fragments)
       if (msg.find(frag) == std::string::npos)
-        return ::testing::AssertionFailure() << "message \"" << msg << "\" lacks \"" << frag << "\"";
+        return ::testing::AssertionFailure()
+               << "message \"" << msg << "\" lacks \"" << frag << "\"";
     return ::testing::AssertionSuccess();
   }
   return ::testing::AssertionFailure() << "no error thrown";
@@ -114,10 +117,16 @@ std::vector<FixtureCase> load_fixture(const std::string& file) {
     fc.name = c.at("name");
     for (const auto& [k, v] : c.items()) {
       if (k == "name") continue;
-      if (v.is_object()) fc.tensors[k] = tensor_from_json(v);
-      else if (v.is_number()) fc.numbers[k] = v.get<double>();
-      else if (v.is_boolean()) fc.numbers[k] = v.get<bool>() ? 1 : 0;
-      else if (v.is_array()) fc.lists[k] = v.get<std::vector<std::int64_t>>();
+      if (v.is_object())
+        fc.tensors[k] = tensor_from_json(v);
+      else if (v.is_number())
+        fc.numbers[k] = v.get<double>();
+      else if (v.is_boolean())
+        fc.numbers[k] = v.get<bool>() ? 1 : 0;
+      else if (v.is_array())
+        fc.lists[k] = v.get<std::vector<std::int64_t>>();
+      else if (v.is_string() && (v == "nan" || v == "inf" || v == "-inf"))
+        fc.numbers[k] = std::stod(v.get<std::string>());  // a non-finite number
     }
     cases.push_back(std::move(fc));
   }
@@ -144,8 +153,9 @@ Tensor weighted_sum(const Fn& fn, const std::vector<Tensor>& inputs, Tensor& wei
 }
 
 // Central differences of scalar(inputs) with respect to every element of every input.
-std::vector<std::vector<double>> numeric_grads(const std::function<double(const std::vector<Tensor>&)>& scalar,
-                                               const std::vector<Tensor>& inputs, double eps) {
+std::vector<std::vector<double>> numeric_grads(
+    const std::function<double(const std::vector<Tensor>&)>& scalar,
+    const std::vector<Tensor>& inputs, double eps) {
   std::vector<std::vector<double>> grads;
   for (std::size_t k = 0; k < inputs.size(); ++k) {
     std::vector<double> g(inputs[k].numel());
@@ -170,8 +180,9 @@ std::vector<std::vector<double>> numeric_grads(const std::function<double(const 
                                    const std::vector<Tensor>& inputs, double atol, double rtol,
                                    const char* what) {
   for (std::size_t k = 0; k < inputs.size(); ++k) {
-    const std::vector<double> a = analytic[k].defined() ? analytic[k].to_vector<double>()
-                                                        : std::vector<double>(numeric[k].size(), 0.0);
+    const std::vector<double> a = analytic[k].defined()
+                                      ? analytic[k].to_vector<double>()
+                                      : std::vector<double>(numeric[k].size(), 0.0);
     for (std::size_t i = 0; i < a.size(); ++i) {
       const double n = numeric[k][i];
       if (!(std::abs(a[i] - n) <= atol + rtol * std::abs(n)))
@@ -199,12 +210,13 @@ std::vector<std::vector<double>> numeric_grads(const std::function<double(const 
   return compare(analytic, numeric, inputs, atol, rtol, "gradient");
 }
 
-::testing::AssertionResult gradgradcheck(const Fn& fn, const std::vector<Tensor>& inputs, double eps,
-                                         double atol, double rtol) {
+::testing::AssertionResult gradgradcheck(const Fn& fn, const std::vector<Tensor>& inputs,
+                                         double eps, double atol, double rtol) {
   Tensor weight;
   std::vector<Tensor> directions;
   for (std::size_t k = 0; k < inputs.size(); ++k)
-    directions.push_back(uniform(inputs[k].shape(), -1, 1, {.dtype = DType::Float64, .seed = 777 + k}));
+    directions.push_back(
+        uniform(inputs[k].shape(), -1, 1, {.dtype = DType::Float64, .seed = 777 + k}));
   // first(x) = sum_k <d/dx_k sum(fn(x) * w), v_k>, built with create_graph.
   auto first = [&](const std::vector<Tensor>& in, bool keep) {
     Tensor y = weighted_sum(fn, in, weight);
