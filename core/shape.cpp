@@ -7,6 +7,24 @@
 
 namespace remat {
 
+std::int64_t& Shape::at(std::size_t i) {
+  REMAT_CHECK(i < size_, "shape index {} out of range for {} dims", i, size_);
+  return data()[i];
+}
+const std::int64_t& Shape::at(std::size_t i) const {
+  REMAT_CHECK(i < size_, "shape index {} out of range for {} dims", i, size_);
+  return data()[i];
+}
+
+void Shape::grow(std::size_t n) {
+  n = std::max<std::size_t>(n, kInline * 2);
+  auto* fresh = new std::int64_t[n];
+  std::copy(begin(), end(), fresh);
+  delete[] heap_;
+  heap_ = fresh;
+  capacity_ = static_cast<std::uint32_t>(n);
+}
+
 std::int64_t shape_numel(const Shape& shape) {
   std::int64_t n = 1;
   for (auto d : shape) n *= d;

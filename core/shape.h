@@ -5,9 +5,9 @@
 #include <string_view>
 #include <vector>
 
-namespace remat {
+#include "core/small_shape.h"
 
-using Shape = std::vector<std::int64_t>;
+namespace remat {
 
 std::int64_t shape_numel(const Shape& shape);
 Shape contiguous_strides(const Shape& shape);

@@ -20,7 +20,15 @@ std::shared_ptr<EvictedClass> find(std::shared_ptr<EvictedClass> c) {
   return root;
 }
 
-bool evicted_with_record(const Cell& c) { return !c.resident() && c.state() == CellState::Evicted && c.record(); }
+// The root without path compression or reference counting: scoring only reads the classes.
+const EvictedClass* root_of(const EvictedClass* c) {
+  while (c->parent) c = c->parent.get();
+  return c;
+}
+
+bool evicted_with_record(const Cell& c) {
+  return !c.resident() && c.state() == CellState::Evicted && c.record();
+}
 
 // Calls f on every neighbour: inputs of the cell's record and live dependents.
 template <class F>
@@ -75,15 +83,20 @@ double Heuristics::score(Pool& pool, Cell& cell, double bound) {
   const double c0 = cell.record()->cost(cfg.cost);
   ++pool.total_.metadata_accesses;
   switch (cfg.heuristic) {
-    case Heuristic::Lru: return 1.0 / s;
-    case Heuristic::Largest: return 1.0 / m;
-    case Heuristic::DtrLocal: return c0 / (m * s);
+    case Heuristic::Lru:
+      return 1.0 / s;
+    case Heuristic::Largest:
+      return 1.0 / m;
+    case Heuristic::DtrLocal:
+      return c0 / (m * s);
     case Heuristic::Random: {
       pool.rng_state_ ^= pool.rng_state_ << 13, pool.rng_state_ ^= pool.rng_state_ >> 7,
           pool.rng_state_ ^= pool.rng_state_ << 17;
       return static_cast<double>(pool.rng_state_ >> 11);
     }
-    case Heuristic::Dtr: case Heuristic::Msps: case Heuristic::EStar: {
+    case Heuristic::Dtr:
+    case Heuristic::Msps:
+    case Heuristic::EStar: {
       NeighbourhoodWalk w{next_stamp()};
       cell.mark_ = w.stamp;
       if (bound < std::numeric_limits<double>::infinity()) {
@@ -106,24 +119,34 @@ double Heuristics::score(Pool& pool, Cell& cell, double bound) {
     case Heuristic::DtrEq: {
       // Sum the costs of the distinct evicted classes around the cell.
       double cost = c0;
-      std::shared_ptr<EvictedClass> seen[16];
+      const EvictedClass* seen[16];
       std::size_t n_seen = 0;
-      std::vector<std::shared_ptr<EvictedClass>> more;
+      std::vector<const EvictedClass*> more;
       for_each_neighbour(cell, [&](Cell& nb) {
         ++pool.total_.metadata_accesses;
         if (!nb.evicted_class_) return;
-        auto root = find(nb.evicted_class_);
+        const EvictedClass* root = root_of(nb.evicted_class_.get());
         for (std::size_t i = 0; i < n_seen; ++i)
           if (seen[i] == root) return;
         if (std::find(more.begin(), more.end(), root) != more.end()) return;
-        if (n_seen < 16) seen[n_seen++] = root;
-        else more.push_back(root);
+        if (n_seen < 16)
+          seen[n_seen++] = root;
+        else
+          more.push_back(root);
         cost += root->cost;
       });
       return cost / (m * s);
     }
   }
   return 0;
+}
+
+std::uint64_t Heuristics::new_stamp() {
+  return next_stamp();
+}
+
+void Heuristics::mark_neighbours(Cell& cell, std::uint64_t stamp) {
+  for_each_neighbour(cell, [&](Cell& nb) { nb.mark_ = stamp; });
 }
 
 void Heuristics::on_evicted(Pool& pool, Cell& cell) {

@@ -31,6 +31,10 @@ struct Heuristics {
   // rematerialization subtracts its cost from its class (the constant-time split of the paper).
   static void on_evicted(Pool& pool, Cell& cell);
   static void on_rematerialized(Pool& pool, Cell& cell);
+  // A fresh visit stamp, and marks every neighbour of the cell (inputs of its record and live
+  // dependents) with one.
+  static std::uint64_t new_stamp();
+  static void mark_neighbours(Cell& cell, std::uint64_t stamp);
   // The evicted closure e* of a cell: up through evicted inputs, down through evicted dependents.
   static void evicted_closure(Cell& start, CostModel model, bool ancestors, bool descendants,
                               NeighbourhoodWalk& walk);

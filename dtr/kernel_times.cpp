@@ -12,27 +12,30 @@ struct Hasher {
     h ^= v;
     h *= 1099511628211ull;
   }
-  void add(const TensorMeta& m) {
-    add(static_cast<std::uint64_t>(m.dtype));
-    add(m.shape.size());
-    for (auto d : m.shape) add(static_cast<std::uint64_t>(d));
-    for (auto s : m.strides) add(static_cast<std::uint64_t>(s));
-  }
 };
+
+std::uint64_t bit_length(double v) {
+  std::uint64_t n = 0;
+  for (auto x = static_cast<std::uint64_t>(std::clamp(v, 0.0, 9.0e18)); x; x >>= 1) ++n;
+  return n;
+}
 
 }  // namespace
 
 std::uint64_t KernelTimes::signature(const Record& r) {
   Hasher h;
   for (char c : r.producer->name()) h.add(static_cast<unsigned char>(c));
-  for (const auto& m : r.input_metas) h.add(m);
-  h.add(0xFFFF);  // separates inputs from outputs
-  for (const auto& m : r.output_metas) h.add(m);
+  h.add(r.input_metas.size());
+  h.add(r.output_metas.empty() ? 0 : static_cast<std::uint64_t>(r.output_metas[0].dtype) + 1);
+  h.add(bit_length(r.flops));
+  h.add(bit_length(r.bytes));
   return h.h;
 }
 
 double KernelTimes::observe(const Record& record, double seconds) {
-  auto [it, fresh] = fastest_.try_emplace(signature(record), seconds);
+  const std::uint64_t key = signature(record);
+  if (fastest_.size() >= kMaxEntries && !fastest_.count(key)) return seconds;
+  auto [it, fresh] = fastest_.try_emplace(key, seconds);
   if (!fresh) it->second = std::min(it->second, seconds);
   return it->second;
 }

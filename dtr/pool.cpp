@@ -69,6 +69,7 @@ void Pool::set_budget(std::optional<std::size_t> bytes) {
   config_.budget = bytes;
   total_.budget = bytes;
   if (!bytes) return;
+  if (!old) build_evicted_classes();
   try {
     make_room(0, "set_budget");
   } catch (const OutOfBudget&) {
@@ -151,34 +152,82 @@ void Pool::remove_candidate(Cell& cell) {
   cell.candidate_index_ = std::numeric_limits<std::size_t>::max();
 }
 
-Cell* Pool::choose_victim() {
+std::size_t Pool::sample_size() const {
   const std::size_t n = candidates_.size();
-  if (n == 0) return nullptr;
-  std::size_t k = config_.sample;
-  if (k == 0)
-    k = std::max<std::size_t>(
-        256, static_cast<std::size_t>(std::ceil(2 * std::sqrt(static_cast<double>(n)))));
-  Cell* best = nullptr;
-  double best_score = 0;
+  if (config_.sample != 0) return config_.sample;
+  return std::max<std::size_t>(
+      256, static_cast<std::size_t>(std::ceil(2 * std::sqrt(static_cast<double>(n)))));
+}
+
+bool Pool::evict_batch(std::size_t bytes) {
+  const std::size_t n = candidates_.size();
+  if (n == 0) return false;
+  const std::size_t k = sample_size();
+  // Victims taken from one sample: the best-scored first, at most one in kVictimShare of the
+  // sample, until `bytes` are freed.  One victim when it frees enough, as a search per victim.
+  constexpr std::size_t kVictimShare = 8;
+  const std::size_t max_victims = std::max<std::size_t>(1, std::min(k, n) / kVictimShare);
+  using Scored = ScoredVictim;
+  // Lower score first, ties to the lower cell id: the order victims are taken in.
+  auto before = [](const Scored& a, const Scored& b) {
+    return a.score < b.score || (a.score == b.score && a.cell->id_ < b.cell->id_);
+  };
+  std::vector<Scored>& best = victim_scratch_;  // the max_victims best so far, a max-heap
+  best.clear();
   auto consider = [&](Cell* c) {
     if (c->pins_ > 0) return;
-    const double s =
-        Heuristics::score(*this, *c, best ? best_score : std::numeric_limits<double>::infinity());
-    if (!best || s < best_score || (s == best_score && c->id_ < best->id_))
-      best = c, best_score = s;
+    // A walk that passes the worst kept score cannot enter the kept set: it may stop early.
+    const double bound =
+        best.size() < max_victims ? std::numeric_limits<double>::infinity() : best.front().score;
+    const Scored s{Heuristics::score(*this, *c, bound), c};
+    if (best.size() < max_victims) {
+      best.push_back(s);
+      std::push_heap(best.begin(), best.end(), before);
+    } else if (before(s, best.front())) {
+      std::pop_heap(best.begin(), best.end(), before);
+      best.back() = s;
+      std::push_heap(best.begin(), best.end(), before);
+    }
   };
   if (k >= n) {
     for (Cell* c : candidates_) consider(c);
-    return best;
+  } else {
+    // Deterministic sampling (xorshift seeded by the configuration): no scan of every cell.
+    // A cell drawn twice is scored twice; the duplicate is skipped below.
+    for (std::size_t j = 0; j < k; ++j) {
+      rng_state_ ^= rng_state_ << 13, rng_state_ ^= rng_state_ >> 7, rng_state_ ^= rng_state_ << 17;
+      consider(candidates_[rng_state_ % n]);
+    }
+    if (best.empty())  // every sample was pinned: fall back to a full pass
+      for (Cell* c : candidates_) consider(c);
   }
-  // Deterministic sampling (xorshift seeded by the configuration): no scan of every cell.
-  for (std::size_t j = 0; j < k; ++j) {
-    rng_state_ ^= rng_state_ << 13, rng_state_ ^= rng_state_ >> 7, rng_state_ ^= rng_state_ << 17;
-    consider(candidates_[rng_state_ % n]);
+  if (best.empty()) return false;
+  std::sort_heap(best.begin(), best.end(), before);
+  // Evicting a cell raises its neighbours' scores (their e* grows): a neighbour of a victim of
+  // this batch is left for a later search, which scores it afresh.
+  const std::uint64_t stamp = Heuristics::new_stamp();
+  std::size_t freed = 0;
+  bool any = false;
+  for (const Scored& s : best) {
+    Cell& c = *s.cell;
+    if (any && (freed >= bytes || c.mark_ == stamp)) {
+      if (freed >= bytes) break;
+      continue;
+    }
+    if (!c.resident() || c.pins_ > 0 || !c.replayable()) continue;  // a duplicate draw
+    freed += c.nbytes_;
+    evict(c);
+    any = true;
+    Heuristics::mark_neighbours(c, stamp);
   }
-  if (!best)  // every sample was pinned: fall back to a full pass
-    for (Cell* c : candidates_) consider(c);
-  return best;
+  return any;
+}
+
+void Pool::build_evicted_classes() {
+  if (config_.heuristic != Heuristic::DtrEq) return;
+  for (Cell* c : cells_)
+    if (c->state_ == CellState::Evicted && c->record_ && !c->evicted_class_)
+      Heuristics::on_evicted(*this, *c);
 }
 
 // ---------------------------------------------------------------- memory
@@ -188,6 +237,9 @@ void Pool::make_room(std::size_t bytes, std::string_view op) {
   const std::size_t budget = *config_.budget;
   Timer timer{total_.search_seconds};
   const std::size_t cls = bytes ? allocator_.size_class(bytes) : 0;
+  // Tiny cells (a TreeLSTM's hidden states) would cost one search per few hundred bytes: free a
+  // headroom of 1/256 of the budget (at most 1 MiB) at once when eviction is needed at all.
+  const std::size_t headroom = std::min<std::size_t>(budget / 256, std::size_t{1} << 20);
   while (true) {
     const std::size_t cached = allocator_.cached_bytes();
     const bool reuse = bytes && allocator_.has_cached(cls);
@@ -197,9 +249,8 @@ void Pool::make_room(std::size_t bytes, std::string_view op) {
     const std::size_t excess = held - budget;
     if (cached - (reuse ? cls : 0) > 0 && allocator_.release_cached(excess, reuse ? cls : 0) > 0)
       continue;
-    Cell* victim = choose_victim();
-    if (!victim) throw OutOfBudget(std::string(op), bytes, budget, unevictable_bytes());
-    evict(*victim);
+    if (!evict_batch(std::max(excess, headroom)))
+      throw OutOfBudget(std::string(op), bytes, budget, unevictable_bytes());
   }
 }
 
@@ -269,7 +320,8 @@ void Pool::record_call(const std::shared_ptr<Record>& record,
   total_.compute_seconds += record->seconds;
   // A producer that knows its cost (the offline simulator's) sets time_cost itself.
   // Only the time cost model reads the estimate: other models skip the hash and lookup.
-  if (record->time_cost == 0 && config_.cost == CostModel::Time)
+  // Unbudgeted nothing is scored: no lookup (records then cost their own measured time).
+  if (record->time_cost == 0 && config_.cost == CostModel::Time && config_.budget)
     record->time_cost = kernel_times_.observe(*record, record->seconds);
   if (trace_) trace_->call(*record, outputs);
   if (config_.evict_after_every_op) {
@@ -399,7 +451,7 @@ void Pool::replay(Record& r, std::string_view op) {
     r.producer->execute(in_args, out_args);
     const double seconds = seconds_since(t0);
     total_.recompute_seconds += seconds;
-    if (config_.cost == CostModel::Time) kernel_times_.observe(r, seconds);
+    if (config_.cost == CostModel::Time && config_.budget) kernel_times_.observe(r, seconds);
   } catch (...) {
     release();
     throw;
@@ -414,7 +466,7 @@ void Pool::evict(Cell& cell) {
               "evict: cell {} is not an evictable resident cell", cell.id_);
   free_buffer(cell, CellState::Evicted);
   ++total_.evictions;
-  Heuristics::on_evicted(*this, cell);
+  if (config_.budget) Heuristics::on_evicted(*this, cell);
 }
 
 void Pool::banish(Cell& cell) {
@@ -608,7 +660,8 @@ void Pool::on_last_handle(Cell& cell) {
     case DeallocPolicy::EagerEvict:
       if (cell.resident() && recomputable) {
         free_buffer(cell, CellState::Evicted);
-        Heuristics::on_evicted(*this, cell);
+        // Unbudgeted, nothing reads e* yet: set_budget builds the classes when it is needed.
+        if (config_.budget) Heuristics::on_evicted(*this, cell);
       } else if (cell.resident() && !cell.has_live_dependents()) {
         // A constant nobody can read again.
         free_buffer(cell, CellState::Banished);

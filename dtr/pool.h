@@ -48,7 +48,10 @@ class Pool {
   std::optional<std::size_t> end_step();
   // The peak a fractional budget was resolved from, once it was.
   std::optional<std::size_t> measured_peak() const { return measured_peak_; }
-  void set_heuristic(Heuristic h) { config_.heuristic = h; }
+  void set_heuristic(Heuristic h) {
+    config_.heuristic = h;
+    if (config_.budget) build_evicted_classes();
+  }
   void set_policy(DeallocPolicy p) { config_.policy = p; }
   void set_cost_model(CostModel c) { config_.cost = c; }
 
@@ -131,7 +134,12 @@ class Pool {
   void on_cell_destroyed(Cell& cell);
   void make_room(std::size_t bytes, std::string_view op);
   void replay(Record& record, std::string_view op);
-  Cell* choose_victim();
+  // Evicts victims of one sampled search until `bytes` are freed (see make_room); false when
+  // nothing can be evicted.
+  bool evict_batch(std::size_t bytes);
+  std::size_t sample_size() const;
+  // dtr-eq's union-find classes of evicted cells, which unbudgeted runs do not keep.
+  void build_evicted_classes();
   void add_candidate(Cell& cell);
   void remove_candidate(Cell& cell);
   void banish(Cell& cell);
@@ -148,7 +156,12 @@ class Pool {
   DtrStats window_base_;
   std::size_t window_peak_ = 0;
   std::vector<Cell*> candidates_;  // resident, replayable cells: the eviction candidates
-  std::vector<Cell*> cells_;       // every live cell, for reports
+  struct ScoredVictim {
+    double score;
+    Cell* cell;
+  };
+  std::vector<ScoredVictim> victim_scratch_;  // evict_batch's kept scores, reused
+  std::vector<Cell*> cells_;                  // every live cell, for reports
   std::uint64_t cell_ids_ = 0;
   std::uint64_t record_ids_ = 0;
   std::uint64_t clock_ = 0;

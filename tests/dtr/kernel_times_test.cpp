@@ -1,5 +1,6 @@
-// The time cost model's estimate: the fastest run seen of an op on the same metadata, so one
-// slow measurement does not make a cheap op look expensive to the heuristics.
+// The time cost model's estimate: the fastest run seen of an op in the same size class, so one
+// slow measurement does not make a cheap op look expensive to the heuristics, and a table that
+// stays small when shapes vary.
 #include "dtr/kernel_times.h"
 
 #include <gtest/gtest.h>
@@ -27,10 +28,12 @@ Record record_of(const std::shared_ptr<const Producer>& p, Shape shape) {
   r.producer = p;
   r.input_metas = {TensorMeta::contiguous(shape, DType::Float32, Device::cpu())};
   r.output_metas = r.input_metas;
+  r.flops = static_cast<double>(shape_numel(shape));
+  r.bytes = 2.0 * static_cast<double>(r.input_metas[0].nbytes());
   return r;
 }
 
-TEST(KernelTimes, EstimateIsTheFastestRunOfTheSameOpAndShapes) {
+TEST(KernelTimes, EstimateIsTheFastestRunOfTheSameOpAndSizeClass) {
   KernelTimes times;
   auto relu = std::make_shared<NamedProducer>("relu");
   auto tanh = std::make_shared<NamedProducer>("tanh");
@@ -40,9 +43,25 @@ TEST(KernelTimes, EstimateIsTheFastestRunOfTheSameOpAndShapes) {
   // Another shape or another op is another entry.
   EXPECT_DOUBLE_EQ(times.observe(record_of(relu, {64, 32}), 4e-3), 4e-3);
   EXPECT_DOUBLE_EQ(times.observe(record_of(tanh, {64, 64}), 6e-3), 6e-3);
+  EXPECT_EQ(times.size(), 3u);
+}
+
+TEST(KernelTimes, ShapesThatVaryStayInTheirSizeClass) {
+  KernelTimes times;
+  auto cell = std::make_shared<NamedProducer>("tree_cell");
+  // Every width from 33 to 64 columns: two size classes (up to 32 Ki and from 32 Ki bytes moved).
+  for (std::int64_t w = 33; w <= 64; ++w) times.observe(record_of(cell, {64, w}), 1e-3);
+  EXPECT_EQ(times.size(), 2u);
 }
 
 TEST(KernelTimes, RecordsOfTheTimeCostModelCarryTheEstimate) {
+  // Only under a budget: unbudgeted, nothing is scored and records keep their measured time.
+  Pool& pool = Pool::of(Device::cpu());
+  pool.set_budget(std::size_t{1} << 40);
+  struct Restore {
+    Pool& pool;
+    ~Restore() { pool.set_budget(std::nullopt); }
+  } restore{pool};
   Tensor x = randn({256, 256}, {.seed = 3});
   Tensor a = relu(x), b = relu(x);
   const auto& ra = *static_cast<Cell&>(*a.storage()).record();
@@ -51,6 +70,11 @@ TEST(KernelTimes, RecordsOfTheTimeCostModelCarryTheEstimate) {
   EXPECT_LE(ra.time_cost, ra.seconds);
   EXPECT_LE(rb.time_cost, std::min(ra.seconds, rb.seconds));
   EXPECT_DOUBLE_EQ(rb.cost(CostModel::Time), rb.time_cost);
+  pool.set_budget(std::nullopt);
+  Tensor c = relu(x);
+  const auto& rc = *static_cast<Cell&>(*c.storage()).record();
+  EXPECT_EQ(rc.time_cost, 0);
+  EXPECT_DOUBLE_EQ(rc.cost(CostModel::Time), rc.seconds);
 }
 
 }  // namespace
