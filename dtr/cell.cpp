@@ -14,7 +14,16 @@ Cell::Cell(Pool& pool, std::size_t nbytes, std::uint64_t id)
 
 Cell::~Cell() {
   pool_.on_cell_destroyed(*this);
-  if (record_) release_later(std::move(record_));
+  if (record_) {
+    // Drop this cell's entry (expired now) from the tail of its inputs' reader lists: chains
+    // die last-first, so the tails go at once instead of pinning the dead cells' memory (a
+    // weak_ptr keeps a make_shared block allocated) until the next prune.
+    for (const auto& in : record_->inputs) {
+      auto& readers = in->dependents_;
+      while (!readers.empty() && readers.back().expired()) readers.pop_back();
+    }
+    release_later(std::move(record_));
+  }
 }
 
 Device Cell::device() const {

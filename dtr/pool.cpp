@@ -9,6 +9,7 @@
 #include <unordered_set>
 
 #include "core/error.h"
+#include "core/recycling_allocator.h"
 #include "core/release.h"
 #include "dtr/heuristics.h"
 #include "dtr/trace.h"
@@ -285,14 +286,14 @@ void Pool::free_buffer(Cell& cell, CellState next) {
 // ---------------------------------------------------------------- cells
 
 std::shared_ptr<Cell> Pool::new_constant(std::size_t nbytes, std::string_view op) {
-  auto cell = std::make_shared<Cell>(*this, nbytes, ++cell_ids_);
+  auto cell = std::allocate_shared<Cell>(RecyclingAllocator<Cell>(), *this, nbytes, ++cell_ids_);
   materialize(*cell, op);
   if (trace_) trace_->constant(*cell);
   return cell;
 }
 
 std::shared_ptr<Cell> Pool::new_output(std::size_t nbytes, std::string_view op) {
-  auto cell = std::make_shared<Cell>(*this, nbytes, ++cell_ids_);
+  auto cell = std::allocate_shared<Cell>(RecyclingAllocator<Cell>(), *this, nbytes, ++cell_ids_);
   materialize(*cell, op);
   return cell;
 }
@@ -500,7 +501,8 @@ std::shared_ptr<Cell> Pool::begin_write(Cell& cell, bool overwrite, std::string_
       copy_on_write(cell);
       return nullptr;
     }
-    auto old = std::make_shared<Cell>(*this, cell.nbytes_, ++cell_ids_);
+    auto old =
+        std::allocate_shared<Cell>(RecyclingAllocator<Cell>(), *this, cell.nbytes_, ++cell_ids_);
     transfer_identity(cell, *old);
     ++old->pins_;  // read by the kernel
     try {
@@ -563,7 +565,8 @@ bool Pool::freeze_readers(Cell& cell) {
 }
 
 void Pool::copy_on_write(Cell& cell) {
-  auto old = std::make_shared<Cell>(*this, cell.nbytes_, ++cell_ids_);
+  auto old =
+      std::allocate_shared<Cell>(RecyclingAllocator<Cell>(), *this, cell.nbytes_, ++cell_ids_);
   ++cell.pins_;  // keep the bytes while the new buffer is found
   try {
     materialize(*old, "copy_on_write");
@@ -630,11 +633,12 @@ std::shared_ptr<Storage> Pool::handle(const std::shared_ptr<Cell>& cell) {
   if (cell->handles_ > 0) {
     if (auto existing = cell->external_.lock()) return existing;
   }
-  std::shared_ptr<Storage> h(cell.get(), [keep = cell](Storage*) mutable {
+  auto on_last = [keep = cell](Storage*) mutable {
     keep->handles_ = 0;
     keep->pool_.on_last_handle(*keep);
     keep.reset();
-  });
+  };
+  std::shared_ptr<Storage> h(cell.get(), std::move(on_last), RecyclingAllocator<Storage>());
   cell->external_ = h;
   cell->handles_ = 1;
   return h;

@@ -2,6 +2,7 @@
 // pool, run the device kernel on raw resident buffers, register the record, unpin, and record
 // an autograd node.  Inside a checkpoint it also reports each call to the checkpoint machinery
 // (autograd/checkpoint_hooks.h), which counts calls and fills the saved tensors a replay makes.
+#include <array>
 #include <chrono>
 #include <cstring>
 
@@ -9,6 +10,7 @@
 #include "autograd/grad_mode.h"
 #include "autograd/meta.h"
 #include "autograd/placeholder.h"
+#include "core/recycling_allocator.h"
 #include "dtr/pool.h"
 #include "ops/op.h"
 
@@ -54,36 +56,61 @@ Cell& kernel_cell(std::string_view op, std::size_t i, const Tensor& t) {
 }
 
 Tensor wrap(TensorMeta meta, std::shared_ptr<Storage> storage) {
-  auto impl = std::make_shared<TensorImpl>();
+  auto impl = std::allocate_shared<TensorImpl>(RecyclingAllocator<TensorImpl>());
   impl->meta = std::move(meta);
   impl->storage = std::move(storage);
   return Tensor(std::move(impl));
 }
 
+// Per-call scratch arrays of a few elements live on the stack: the common call takes no heap.
+template <class T, std::size_t N>
+class Scratch {
+ public:
+  explicit Scratch(std::size_t n) : n_(n) {
+    if (n > N) heap_.resize(n);
+  }
+  T* data() { return n_ > N ? heap_.data() : inline_.data(); }
+  T& operator[](std::size_t i) { return data()[i]; }
+  std::span<const T> span() { return {data(), n_}; }
+
+ private:
+  std::size_t n_;
+  std::array<T, N> inline_{};
+  std::vector<T> heap_;
+};
+
 // Unpins on every exit, so a kernel that throws leaves the pool consistent.
 struct PinGuard {
   Pool& pool;
-  std::vector<Cell*> cells;
+  Scratch<Cell*, 8> cells;
+  std::size_t count = 0;
+  PinGuard(Pool& p, std::size_t capacity) : pool(p), cells(capacity) {}
+  void add(Cell* c) { cells[count++] = c; }
   ~PinGuard() {
-    for (Cell* c : cells) pool.unpin(*c);
+    for (std::size_t i = 0; i < count; ++i) pool.unpin(*cells[i]);
   }
 };
 
+// An op without a derivative still records a node, so differentiating through it is an error
+// naming it rather than a silently missing term; only a zero derivative records nothing.
+bool will_record_autograd(const Op& op, const std::vector<Tensor>& inputs) {
+  if (!GradMode::is_enabled() || op.zero_derivative()) return false;
+  for (const auto& t : inputs)
+    if (t.requires_grad()) return true;
+  return false;
+}
+
 void record_autograd(const std::shared_ptr<const Op>& op, const std::vector<Tensor>& inputs,
                      std::vector<TensorMeta> in_metas, const std::vector<Tensor>& outputs) {
-  // An op without a derivative still records a node, so differentiating through it is an error
-  // naming it rather than a silently missing term; only a zero derivative records nothing.
-  if (!GradMode::is_enabled() || op->zero_derivative()) return;
-  bool any = false;
-  for (const auto& t : inputs) any = any || t.requires_grad();
-  if (!any) return;
+  if (!will_record_autograd(*op, inputs)) return;
   std::vector<Edge> edges;
   edges.reserve(inputs.size());
   for (const auto& t : inputs) edges.push_back(is_floating(t.dtype()) ? gradient_edge(t) : Edge{});
   std::vector<TensorMeta> metas;
   metas.reserve(outputs.size());
   for (const auto& t : outputs) metas.push_back(t.meta());
-  auto node = std::make_shared<OpNode>(op, std::move(edges), std::move(in_metas), std::move(metas));
+  auto node = std::allocate_shared<OpNode>(RecyclingAllocator<OpNode>(), op, std::move(edges),
+                                           std::move(in_metas), std::move(metas));
   const SaveSpec s = op->saves();
   for (std::size_t i = 0; i < inputs.size(); ++i)
     if (i < 32 && (s.inputs >> i & 1u)) node->save_input(i, inputs[i]);
@@ -127,12 +154,12 @@ std::vector<Tensor> call(std::shared_ptr<const Op> op, std::vector<Tensor> input
   } else {
     const Device device = out_metas.empty() ? inputs.at(0).device() : out_metas[0].device;
     Pool& pool = Pool::of(device);
-    PinGuard pins{pool, {}};
-    std::vector<KernelArg> in_args(inputs.size()), out_args(out_metas.size());
+    PinGuard pins(pool, inputs.size());
+    Scratch<KernelArg, 8> in_args(inputs.size()), out_args(out_metas.size());
     for (std::size_t i = 0; i < inputs.size(); ++i) {
       Cell& c = kernel_cell(op->name(), i, inputs[i]);
       pool.pin(c, op->name());
-      pins.cells.push_back(&c);
+      pins.add(&c);
       in_args[i] = {&in_metas[i], c.buffer()};
     }
     std::vector<std::shared_ptr<Cell>> out_cells;
@@ -143,11 +170,11 @@ std::vector<Tensor> call(std::shared_ptr<const Op> op, std::vector<Tensor> input
     }
     if (detail::checkpoint_active()) detail::on_kernel_inputs(inputs);
     const auto t0 = std::chrono::steady_clock::now();
-    op->execute(in_args, out_args);
+    op->execute(in_args.span(), out_args.span());
     const auto t1 = std::chrono::steady_clock::now();
     seconds = std::chrono::duration<double>(t1 - t0).count();
 
-    auto record = std::make_shared<Record>();
+    auto record = std::allocate_shared<Record>(RecyclingAllocator<Record>());
     record->producer = op;
     record->id = pool.next_record_id();
     record->seconds = seconds;
@@ -157,12 +184,17 @@ std::vector<Tensor> call(std::shared_ptr<const Op> op, std::vector<Tensor> input
     record->inputs.reserve(inputs.size());
     for (const auto& t : inputs)
       record->inputs.push_back(std::static_pointer_cast<Cell>(cell_of(t).shared_from_this()));
-    record->input_metas = in_metas;
+    // The autograd node needs the input metadata too; without one the record takes it.
+    if (will_record_autograd(*op, inputs))
+      record->input_metas = in_metas;
+    else
+      record->input_metas = std::move(in_metas);
+    record->outputs.reserve(out_cells.size());
     for (const auto& c : out_cells) record->outputs.push_back(c);
-    record->output_metas = out_metas;
-    pool.record_call(record, out_cells);
     for (std::size_t i = 0; i < out_metas.size(); ++i)
       outputs.push_back(wrap(out_metas[i], pool.handle(out_cells[i])));
+    record->output_metas = std::move(out_metas);
+    pool.record_call(record, out_cells);
   }
   if (detail::checkpoint_active()) detail::on_op_outputs(outputs, op->is_view(), seconds);
   record_autograd(op, inputs, std::move(in_metas), outputs);
@@ -198,18 +230,18 @@ void call_inplace(std::shared_ptr<const Op> op, const Tensor& self, std::vector<
   // Declared before the guard that unpins it: locals die in reverse order, so the cell the
   // guard points into must outlive the guard.
   std::shared_ptr<Cell> old;
-  PinGuard pins{pool, {}};
+  PinGuard pins(pool, others.size() + 1);
   for (const auto& t : others) {
     Cell& c = cell_of(t);
     pool.pin(c, op->name());
-    pins.cells.push_back(&c);
+    pins.add(&c);
   }
   // Every byte is rewritten from inputs that include the old value: the kernel can read the
   // old cell and write a fresh buffer instead of copying first.
   const bool overwrite =
       self.offset() == 0 && self.is_contiguous() && self.meta().nbytes() == target.nbytes();
   old = pool.begin_write(target, overwrite, op->name());
-  if (old) pins.cells.push_back(old.get());
+  if (old) pins.add(old.get());
   struct Unpin {
     Pool& pool;
     Cell& cell;
