@@ -3,8 +3,9 @@
 The CIFAR ResNet-32 of models/resnet.cpp (3x3 convolutions without bias, batch norm, option-A
 shortcuts that subsample and zero-pad channels, global average pooling, a linear head; batch 32,
 3x32x32) and a 784-1024-1024-10 MLP (batch 128), both SGD with momentum 0.9 and cross entropy,
-on one thread.  Protocol: prints "ready" after warm-up; then each stdin line
-"<resnet32|mlp> <steps>" runs that many steps and prints "<model> <ms> <ms> ..."; "quit" or end
+and the small-op models of bench/small_op_models.cpp (a hand-written LSTM, a binary TreeLSTM
+over the same LCG-drawn trees), Adam.  Protocol: prints "ready" after warm-up; then each stdin
+line "<model> <steps>" runs that many steps and prints "<model> <ms> <ms> ..."; "quit" or end
 of input stops.
 Usage: echo "mlp 5" | /usr/bin/python3 bench/compare_torch.py --warmup 3
 """
@@ -82,6 +83,104 @@ class Workload:
         return (time.perf_counter() - t0) * 1e3
 
 
+class SmallOpModel:
+    """A loss closure over plain tensors and Adam, as bench/small_op_models.cpp."""
+
+    def __init__(self, params, loss):
+        self.params, self.loss = params, loss
+        self.optimizer = torch.optim.Adam(params, lr=1e-3)
+
+    def step(self):
+        t0 = time.perf_counter()
+        loss = self.loss()
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        loss.item()
+        self.optimizer.step()
+        return (time.perf_counter() - t0) * 1e3
+
+
+def param(*shape, bound):
+    return (torch.rand(*shape) * 2 * bound - bound).requires_grad_(True)
+
+
+def lstm_cell_model():
+    n_in, hidden, steps, batch = 128, 128, 50, 64
+    bound = 1.0 / hidden**0.5
+    w_ih, w_hh, b = param(4 * hidden, n_in, bound=bound), param(4 * hidden, hidden, bound=bound), param(4 * hidden, bound=bound)
+    w_out, b_out = param(10, hidden, bound=bound), param(10, bound=bound)
+    xs, targets = torch.randn(steps, batch, n_in), torch.randint(0, 10, (batch,))
+
+    def loss():
+        h, c = torch.zeros(batch, hidden), torch.zeros(batch, hidden)
+        for t in range(steps):
+            g = (F.linear(xs[t], w_ih, b) + h @ w_hh.t()).chunk(4, 1)
+            c = torch.sigmoid(g[1]) * c + torch.sigmoid(g[0]) * torch.tanh(g[2])
+            h = torch.sigmoid(g[3]) * torch.tanh(c)
+        return F.cross_entropy(F.linear(h, w_out, b_out), targets)
+
+    return SmallOpModel([w_ih, w_hh, b, w_out, b_out], loss)
+
+
+class Lcg:
+    """The 64-bit LCG of bench/small_op_models.cpp, draw for draw."""
+
+    def __init__(self, seed):
+        self.s = seed
+
+    def next(self, n):
+        self.s = (self.s * 6364136223846793005 + 1442695040888963407) % (1 << 64)
+        return (self.s >> 33) % n
+
+
+def build_tree(rng, leaves, out):
+    """Post-order nodes (left, right, token), as the C++ build()."""
+    if leaves == 1:
+        out.append((-1, -1, rng.next(100)))
+        return len(out) - 1
+    k = 1 + rng.next(leaves - 1)
+    left = build_tree(rng, k, out)
+    right = build_tree(rng, leaves - k, out)
+    out.append((left, right, 0))
+    return len(out) - 1
+
+
+def treelstm_model():
+    hidden, vocab, n_trees = 64, 100, 16
+    bound = 1.0 / hidden**0.5
+    emb = param(vocab, hidden, bound=1.0)
+    w_leaf, b_leaf = param(3 * hidden, hidden, bound=bound), param(3 * hidden, bound=bound)
+    u, b_node = param(5 * hidden, 2 * hidden, bound=bound), param(5 * hidden, bound=bound)
+    w_out, b_out = param(5, hidden, bound=bound), param(5, bound=bound)
+    rng, trees, labels = Lcg(2024), [], []
+    for _ in range(n_trees):
+        nodes = []
+        build_tree(rng, 2 + rng.next(70), nodes)
+        trees.append(nodes)
+        labels.append(torch.tensor([rng.next(5)]))
+
+    def loss():
+        total = None
+        for nodes, label in zip(trees, labels):
+            h, c = [None] * len(nodes), [None] * len(nodes)
+            for n, (left, right, token) in enumerate(nodes):
+                if left < 0:
+                    x = F.embedding(torch.tensor([token]), emb)
+                    g = F.linear(x, w_leaf, b_leaf).chunk(3, 1)
+                    c[n] = torch.sigmoid(g[0]) * torch.tanh(g[2])
+                    h[n] = torch.sigmoid(g[1]) * torch.tanh(c[n])
+                else:
+                    g = F.linear(torch.cat([h[left], h[right]], 1), u, b_node).chunk(5, 1)
+                    c[n] = (torch.sigmoid(g[0]) * torch.tanh(g[4]) + torch.sigmoid(g[1]) * c[left]
+                            + torch.sigmoid(g[2]) * c[right])
+                    h[n] = torch.sigmoid(g[3]) * torch.tanh(c[n])
+            l = F.cross_entropy(F.linear(h[-1], w_out, b_out), label)
+            total = l if total is None else total + l
+        return total / len(trees)
+
+    return SmallOpModel([emb, w_leaf, b_leaf, u, b_node, w_out, b_out], loss)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--threads", type=int, default=1)
@@ -97,6 +196,8 @@ def main():
             torch.randn(128, 784),
             128,
         ),
+        "lstm_cell": lstm_cell_model(),
+        "treelstm": treelstm_model(),
     }
     for w in workloads.values():
         for _ in range(args.warmup):
@@ -107,7 +208,7 @@ def main():
         if words and words[0] == "quit":
             break
         if len(words) != 2 or words[0] not in workloads or not words[1].isdigit() or int(words[1]) <= 0:
-            print(f'error: expected "resnet32|mlp <steps>", got "{line.strip()}"', flush=True)
+            print(f'error: expected "<model> <steps>", got "{line.strip()}"', flush=True)
             continue
         w = workloads[words[0]]
         times = [w.step() for _ in range(int(words[1]))]

@@ -5,7 +5,10 @@
 # never returning memory to the kernel, and OpenBLAS's SkylakeX kernels where the CPU has
 # AVX-512) stay up and are alternated in rounds, so machine drift hits all of them alike.
 # Prints, per model, "MODEL ours_ms torch_ms ratio" with the faster PyTorch setting, the
-# default-settings time, and the MLP's GFLOP/s (forward + backward = 3 x 2 x MACs).
+# default-settings time, and the MLP's GFLOP/s (forward + backward = 3 x 2 x MACs).  The small-op
+# models (lstm_cell, treelstm: bench/small_op_models.cpp) also run at two threads (MODEL@2, ours
+# against PyTorch's defaults), and ours alone under a budget of BUDGET_LSTM (0.3) and
+# BUDGET_TREELSTM (0.5) of each one's own peak, against our unbudgeted step, with the search time.
 # Usage: BUILD_DIR=build ROUNDS=4 STEPS=5 bench/compare_torch.sh
 set -euo pipefail
 
@@ -82,7 +85,7 @@ start ours "$ours" --threads 1 --warmup "$warmup"
 start torch_default "$python" "$root/bench/compare_torch.py" --threads 1 --warmup "$warmup"
 start torch_best env "${best_env[@]}" "$python" "$root/bench/compare_torch.py" --threads 1 --warmup "$warmup"
 
-models=(resnet32 mlp)
+models=(resnet32 mlp lstm_cell treelstm)
 for ((r = 0; r < rounds; r++)); do
   for model in "${models[@]}"; do
     for ((k = 0; k < ${#workers[@]}; k++)); do
@@ -97,6 +100,39 @@ for ((r = 0; r < rounds; r++)); do
   done
 done
 for w in "${workers[@]}"; do echo quit >&"${in_fd[$w]}"; done
+
+# Two threads, small-op models: ours against PyTorch at its defaults, alternated likewise.
+small=(lstm_cell treelstm)
+workers2=(ours@2 torch@2)
+OMP_NUM_THREADS=2 MKL_NUM_THREADS=2 OPENBLAS_NUM_THREADS=2 REMAT_NUM_THREADS=2 \
+  start ours@2 "$ours" --threads 2 --warmup "$warmup" --models lstm_cell,treelstm
+OMP_NUM_THREADS=2 MKL_NUM_THREADS=2 OPENBLAS_NUM_THREADS=2 \
+  start torch@2 "$python" "$root/bench/compare_torch.py" --threads 2 --warmup "$warmup"
+for ((r = 0; r < rounds; r++)); do
+  for model in "${small[@]}"; do
+    for ((k = 0; k < ${#workers2[@]}; k++)); do
+      w=${workers2[(k + r) % ${#workers2[@]}]}
+      echo "$model $steps" >&"${in_fd[$w]}"
+      read -r -t 900 -u "${out_fd[$w]}" line || die "worker $w stopped: $(cat "$tmp/$w.err")"
+      set -- $line
+      [[ $1 = "$model" ]] || die "worker $w answered: $line"
+      shift
+      printf '%s\n' "$@" >>"$tmp/$w.$model"
+    done
+  done
+done
+for w in "${workers2[@]}"; do echo quit >&"${in_fd[$w]}"; done
+
+# Under a budget: one worker per model, so each budget is a fraction of that model's own peak.
+budget_lines=()
+for spec in "lstm_cell ${BUDGET_LSTM:-0.3}" "treelstm ${BUDGET_TREELSTM:-0.5}"; do
+  set -- $spec
+  start "budget_$1" "$ours" --threads 1 --warmup "$warmup" --models "$1"
+  echo "budget $1 $((rounds * steps)) $2" >&"${in_fd[budget_$1]}"
+  read -r -t 1800 -u "${out_fd[budget_$1]}" line || die "budgeted $1 stopped: $(cat "$tmp/budget_$1.err")"
+  echo quit >&"${in_fd[budget_$1]}"
+  budget_lines+=("$line")
+done
 wait
 
 median() { sort -g "$1" | awk '{ v[NR] = $1 } END { print (NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2) }'; }
@@ -117,8 +153,21 @@ for model in "${models[@]}"; do
     printf "%s %.2f %.2f %.3f  (torch defaults %.2f ms, best setting: %s)\n", m, o, t, o / t, d, b < d ? "tuned" : "defaults"
   }'
 done
+for model in "${small[@]}"; do
+  o=$(median "$tmp/ours@2.$model") t=$(median "$tmp/torch@2.$model") o1=$(median "$tmp/ours.$model")
+  awk -v m="$model@2" -v o="$o" -v t="$t" -v o1="$o1" 'BEGIN {
+    printf "%s %.2f %.2f %.3f  (torch defaults; ours at two threads / one thread: %.3f)\n", m, o, t, o / t, o / o1
+  }'
+done
 awk -v g="$mlp_gflop" -v o="$(median "$tmp/ours.mlp")" -v d="$(median "$tmp/torch_default.mlp")" \
   -v b="$(median "$tmp/torch_best.mlp")" 'BEGIN {
   printf "mlp GFLOP/s (%.3f GFLOP per step = 3 x 2 x MACs): ours %.1f, torch defaults %.1f, torch tuned %.1f\n",
     g, g / (o / 1e3), g / (d / 1e3), g / (b / 1e3)
 }'
+echo "BUDGET model fraction ours_unbudgeted_ms ours_budgeted_ms slowdown search_share evictions recomputed_ops budget_bytes"
+for line in "${budget_lines[@]}"; do
+  set -- $line
+  awk -v m="$2" -v f="$3" -v u="$4" -v b="$5" -v s="$6" -v n="$7" -v e="$8" -v r="$9" -v bb="${10}" 'BEGIN {
+    printf "BUDGET %s %s %.2f %.2f %.2fx %.1f%% %d %d %d\n", m, f, u, b, b / u, 100 * s / (n * b / 1e3), e, r, bb
+  }'
+done

@@ -134,9 +134,10 @@ class Pool {
   void on_cell_destroyed(Cell& cell);
   void make_room(std::size_t bytes, std::string_view op);
   void replay(Record& record, std::string_view op);
-  // Evicts victims of one sampled search until `bytes` are freed (see make_room); false when
-  // nothing can be evicted.
-  bool evict_batch(std::size_t bytes);
+  // Evicts victims of one sampled search until `bytes` are freed, and tiny ones on to
+  // `headroom` (see make_room); false when nothing can be evicted.
+  bool evict_batch(std::size_t bytes, std::size_t headroom);
+  static constexpr std::size_t kTinyCell = 4096;
   std::size_t sample_size() const;
   // dtr-eq's union-find classes of evicted cells, which unbudgeted runs do not keep.
   void build_evicted_classes();
