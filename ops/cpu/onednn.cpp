@@ -1,5 +1,7 @@
 #include "ops/cpu/onednn.h"
 
+#include <omp.h>
+
 #include <algorithm>
 #include <array>
 #include <cstdlib>
@@ -27,8 +29,18 @@ void sgemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int6
         c[i * ldc + j] = beta == 0.f ? 0.f : beta * c[i * ldc + j];
     return;
   }
+  // A small product runs on this thread alone: waking the other threads (a futex under the
+  // passive wait policy) costs more than the work, and a TreeLSTM's [1, 128] x [128, 320]
+  // products made two threads slower than one.  The choice depends on the shape only.
+  constexpr double kSerialMacs = 1 << 20;
+  const bool serial =
+      static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k) < kSerialMacs &&
+      omp_get_max_threads() > 1;
+  const int threads = omp_get_max_threads();
+  if (serial) omp_set_num_threads(1);
   const dnnl_status_t status = dnnl_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', m, n, k, alpha,
                                           a, lda, b, ldb, beta, c, ldc);
+  if (serial) omp_set_num_threads(threads);
   REMAT_CHECK(status == dnnl_success,
               "matmul: oneDNN sgemm failed (status {}) for m={} n={} k={} lda={} ldb={} ldc={}",
               static_cast<int>(status), m, n, k, lda, ldb, ldc);
