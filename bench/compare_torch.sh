@@ -85,21 +85,29 @@ start ours "$ours" --threads 1 --warmup "$warmup"
 start torch_default "$python" "$root/bench/compare_torch.py" --threads 1 --warmup "$warmup"
 start torch_best env "${best_env[@]}" "$python" "$root/bench/compare_torch.py" --threads 1 --warmup "$warmup"
 
-models=(resnet32 mlp lstm_cell treelstm)
-for ((r = 0; r < rounds; r++)); do
-  for model in "${models[@]}"; do
-    for ((k = 0; k < ${#workers[@]}; k++)); do
-      w=${workers[(k + r) % ${#workers[@]}]}  # rotate who goes first
-      echo "$model $steps" >&"${in_fd[$w]}"
-      read -r -t 900 -u "${out_fd[$w]}" line || die "worker $w stopped: $(cat "$tmp/$w.err")"
-      set -- $line
-      [[ $1 = "$model" ]] || die "worker $w answered: $line"
-      shift
-      printf '%s\n' "$@" >>"$tmp/$w.$model"
+# Rounds of every model on every worker, rotating who goes first; step times go to
+# $tmp/<worker>.<model>.  Usage: run_rounds workers_array models_array
+run_rounds() {
+  local -n ws=$1 ms=$2
+  local r k w model line
+  for ((r = 0; r < rounds; r++)); do
+    for model in "${ms[@]}"; do
+      for ((k = 0; k < ${#ws[@]}; k++)); do
+        w=${ws[(k + r) % ${#ws[@]}]}
+        echo "$model $steps" >&"${in_fd[$w]}"
+        read -r -t 900 -u "${out_fd[$w]}" line || die "worker $w stopped: $(cat "$tmp/$w.err")"
+        set -- $line
+        [[ $1 = "$model" ]] || die "worker $w answered: $line"
+        shift
+        printf '%s\n' "$@" >>"$tmp/$w.$model"
+      done
     done
   done
-done
-for w in "${workers[@]}"; do echo quit >&"${in_fd[$w]}"; done
+  for w in "${ws[@]}"; do echo quit >&"${in_fd[$w]}"; done
+}
+
+models=(resnet32 mlp lstm_cell treelstm)
+run_rounds workers models
 
 # Two threads, small-op models: ours against PyTorch at its defaults, alternated likewise.
 small=(lstm_cell treelstm)
@@ -108,20 +116,7 @@ OMP_NUM_THREADS=2 MKL_NUM_THREADS=2 OPENBLAS_NUM_THREADS=2 REMAT_NUM_THREADS=2 \
   start ours@2 "$ours" --threads 2 --warmup "$warmup" --models lstm_cell,treelstm
 OMP_NUM_THREADS=2 MKL_NUM_THREADS=2 OPENBLAS_NUM_THREADS=2 \
   start torch@2 "$python" "$root/bench/compare_torch.py" --threads 2 --warmup "$warmup"
-for ((r = 0; r < rounds; r++)); do
-  for model in "${small[@]}"; do
-    for ((k = 0; k < ${#workers2[@]}; k++)); do
-      w=${workers2[(k + r) % ${#workers2[@]}]}
-      echo "$model $steps" >&"${in_fd[$w]}"
-      read -r -t 900 -u "${out_fd[$w]}" line || die "worker $w stopped: $(cat "$tmp/$w.err")"
-      set -- $line
-      [[ $1 = "$model" ]] || die "worker $w answered: $line"
-      shift
-      printf '%s\n' "$@" >>"$tmp/$w.$model"
-    done
-  done
-done
-for w in "${workers2[@]}"; do echo quit >&"${in_fd[$w]}"; done
+run_rounds workers2 small
 
 # Under a budget: one worker per model, so each budget is a fraction of that model's own peak.
 budget_lines=()

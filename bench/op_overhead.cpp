@@ -15,26 +15,12 @@
 #include <functional>
 #include <vector>
 
+#include "bench/timing.h"
 #include "remat.h"
 
 using namespace remat;
 
-namespace {
-
-double median_us_per_op(int rounds, std::int64_t ops, const std::function<void()>& run) {
-  std::vector<double> t;
-  for (int r = 0; r < rounds; ++r) {
-    const auto t0 = std::chrono::steady_clock::now();
-    run();
-    t.push_back(
-        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() /
-        static_cast<double>(ops));
-  }
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
-}
-
-}  // namespace
+using bench::median_us_per_op;
 
 int main(int argc, char** argv) {
   CLI::App app{"per-op overhead of the dispatch path"};

@@ -11,22 +11,9 @@
 #include <functional>
 #include <vector>
 
-namespace {
+#include "bench/timing.h"
 
-double median_us_per_op(int rounds, std::int64_t ops, const std::function<void()>& run) {
-  std::vector<double> t;
-  for (int r = 0; r < rounds; ++r) {
-    const auto t0 = std::chrono::steady_clock::now();
-    run();
-    t.push_back(
-        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() /
-        static_cast<double>(ops));
-  }
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
-}
-
-}  // namespace
+using bench::median_us_per_op;
 
 int main(int argc, char** argv) {
   const std::int64_t ops = argc > 1 ? std::atoll(argv[1]) : 200000;

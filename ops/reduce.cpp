@@ -225,11 +225,9 @@ class CumsumOp final : public Op {
     return {TensorMeta::contiguous(in[0].shape, in[0].dtype, in[0].device)};
   }
   void cpu(std::span<const KernelArg> in, std::span<const KernelArg> out) const override {
-    const Shape& s = in[0].meta->shape;
-    std::int64_t outer = 1, inner = 1;
-    for (std::int64_t d = 0; d < dim_; ++d) outer *= s[d];
-    for (std::size_t d = static_cast<std::size_t>(dim_) + 1; d < s.size(); ++d) inner *= s[d];
-    const std::int64_t n = s.empty() ? 1 : s[dim_];
+    // Plain names, not structured bindings: clang 14 cannot capture those in lambdas.
+    const detail::DimSplit split(in[0].meta->shape, dim_);
+    const std::int64_t outer = split.outer, n = split.n, inner = split.inner;
     detail::visit_dtype(in[0].meta->dtype, [&]<class T>() {
       const T* x = in[0].data<T>();
       T* y = out[0].data<T>();

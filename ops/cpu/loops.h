@@ -17,22 +17,39 @@ namespace remat::detail {
 template <class F>
 decltype(auto) visit_dtype(DType dtype, F&& f) {
   switch (dtype) {
-    case DType::Float32: return f.template operator()<float>();
-    case DType::Float64: return f.template operator()<double>();
-    case DType::Int64: return f.template operator()<std::int64_t>();
+    case DType::Float32:
+      return f.template operator()<float>();
+    case DType::Float64:
+      return f.template operator()<double>();
+    case DType::Int64:
+      return f.template operator()<std::int64_t>();
   }
   REMAT_THROW("unknown dtype");
 }
 template <class F>
 decltype(auto) visit_floating(DType dtype, F&& f) {
   switch (dtype) {
-    case DType::Float32: return f.template operator()<float>();
-    case DType::Float64: return f.template operator()<double>();
-    default: REMAT_THROW("expected a floating-point dtype, got {}", dtype);
+    case DType::Float32:
+      return f.template operator()<float>();
+    case DType::Float64:
+      return f.template operator()<double>();
+    default:
+      REMAT_THROW("expected a floating-point dtype, got {}", dtype);
   }
 }
 
 // Strides of `in` as seen from an output of shape `out_shape` (broadcast dims get stride 0).
+// A contiguous tensor seen as [outer, n, inner] around one dim (a 0-dim tensor: [1, 1, 1]), for
+// kernels that walk along that dim (cumsum, topk).
+struct DimSplit {
+  std::int64_t outer = 1, n = 1, inner = 1;
+  DimSplit(const Shape& s, std::int64_t dim) {
+    for (std::int64_t d = 0; d < dim; ++d) outer *= s[d];
+    for (std::size_t d = static_cast<std::size_t>(dim) + 1; d < s.size(); ++d) inner *= s[d];
+    if (!s.empty()) n = s[dim];
+  }
+};
+
 inline Shape broadcast_strides(const TensorMeta& in, const Shape& out_shape) {
   Shape s(out_shape.size(), 0);
   const std::size_t lead = out_shape.size() - in.shape.size();
@@ -44,8 +61,8 @@ inline Shape broadcast_strides(const TensorMeta& in, const Shape& out_shape) {
 // An N-operand strided iteration plan over `shape`, with operand 0 the output.
 template <std::size_t N>
 struct LoopPlan {
-  Shape shape;                              // coalesced
-  std::array<Shape, N> strides;             // per operand, coalesced
+  Shape shape;                   // coalesced
+  std::array<Shape, N> strides;  // per operand, coalesced
   std::int64_t numel = 1;
 
   LoopPlan(Shape full_shape, std::array<Shape, N> full_strides) {
@@ -115,7 +132,8 @@ void map_kernel(const KernelArg& out, std::array<KernelArg, sizeof...(In)> ins, 
   const Shape& shape = out.meta->shape;
   std::array<Shape, N> strides;
   strides[0] = out.meta->strides;
-  for (std::size_t k = 0; k < sizeof...(In); ++k) strides[k + 1] = broadcast_strides(*ins[k].meta, shape);
+  for (std::size_t k = 0; k < sizeof...(In); ++k)
+    strides[k + 1] = broadcast_strides(*ins[k].meta, shape);
   LoopPlan<N> plan(shape, strides);
   if (shape_numel(shape) == 0) return;
   std::array<char*, N> base;
@@ -126,20 +144,22 @@ void map_kernel(const KernelArg& out, std::array<KernelArg, sizeof...(In)> ins, 
     std::size_t k = 1;
     ((base[k] = reinterpret_cast<char*>(ins[k - 1].template data<In>()), ++k), ...);
   }
-  for_each_row<N>(plan, base, es, [&](const std::array<char*, N>& p, const std::array<std::int64_t, N>& s, std::int64_t n) {
-    Out* o = reinterpret_cast<Out*>(p[0]);
-    auto run = [&]<std::size_t... I>(std::index_sequence<I...>) {
-      bool all_unit = s[0] == 1 && ((s[I + 1] == 1) && ...);
-      if (all_unit) {
-        auto ip = std::make_tuple(reinterpret_cast<const In*>(p[I + 1])...);
-        for (std::int64_t i = 0; i < n; ++i) o[i] = f(std::get<I>(ip)[i]...);
-      } else {
-        auto ip = std::make_tuple(reinterpret_cast<const In*>(p[I + 1])...);
-        for (std::int64_t i = 0; i < n; ++i) o[i * s[0]] = f(std::get<I>(ip)[i * s[I + 1]]...);
-      }
-    };
-    run(std::index_sequence_for<In...>{});
-  });
+  for_each_row<N>(
+      plan, base, es,
+      [&](const std::array<char*, N>& p, const std::array<std::int64_t, N>& s, std::int64_t n) {
+        Out* o = reinterpret_cast<Out*>(p[0]);
+        auto run = [&]<std::size_t... I>(std::index_sequence<I...>) {
+          bool all_unit = s[0] == 1 && ((s[I + 1] == 1) && ...);
+          if (all_unit) {
+            auto ip = std::make_tuple(reinterpret_cast<const In*>(p[I + 1])...);
+            for (std::int64_t i = 0; i < n; ++i) o[i] = f(std::get<I>(ip)[i]...);
+          } else {
+            auto ip = std::make_tuple(reinterpret_cast<const In*>(p[I + 1])...);
+            for (std::int64_t i = 0; i < n; ++i) o[i * s[0]] = f(std::get<I>(ip)[i * s[I + 1]]...);
+          }
+        };
+        run(std::index_sequence_for<In...>{});
+      });
 }
 
 }  // namespace remat::detail
