@@ -100,9 +100,9 @@ bool will_record_autograd(const Op& op, const std::vector<Tensor>& inputs) {
   return false;
 }
 
+// Called only when will_record_autograd said so.
 void record_autograd(const std::shared_ptr<const Op>& op, const std::vector<Tensor>& inputs,
                      std::vector<TensorMeta> in_metas, const std::vector<Tensor>& outputs) {
-  if (!will_record_autograd(*op, inputs)) return;
   std::vector<Edge> edges;
   edges.reserve(inputs.size());
   for (const auto& t : inputs) edges.push_back(is_floating(t.dtype()) ? gradient_edge(t) : Edge{});
@@ -138,6 +138,7 @@ std::vector<Tensor> call(std::shared_ptr<const Op> op, std::vector<Tensor> input
     in_metas.push_back(inputs[i].meta());
   }
   std::vector<TensorMeta> out_metas = op->infer(in_metas);
+  const bool needs_node = will_record_autograd(*op, inputs);  // decided once per call
   if (!op->is_view()) {
     // A kernel writes its outputs as fresh, contiguous buffers sized by nbytes(), whatever
     // strides or offset infer returned (an input's metadata, say, which may be a view's).
@@ -185,7 +186,7 @@ std::vector<Tensor> call(std::shared_ptr<const Op> op, std::vector<Tensor> input
     for (const auto& t : inputs)
       record->inputs.push_back(std::static_pointer_cast<Cell>(cell_of(t).shared_from_this()));
     // The autograd node needs the input metadata too; without one the record takes it.
-    if (will_record_autograd(*op, inputs))
+    if (needs_node)
       record->input_metas = in_metas;
     else
       record->input_metas = std::move(in_metas);
@@ -197,7 +198,7 @@ std::vector<Tensor> call(std::shared_ptr<const Op> op, std::vector<Tensor> input
     pool.record_call(record, out_cells);
   }
   if (detail::checkpoint_active()) detail::on_op_outputs(outputs, op->is_view(), seconds);
-  record_autograd(op, inputs, std::move(in_metas), outputs);
+  if (needs_node) record_autograd(op, inputs, std::move(in_metas), outputs);
   return outputs;
 }
 
