@@ -1,8 +1,16 @@
 #include "autograd/meta.h"
 
+#include "core/recycling_allocator.h"
+
 namespace remat {
 namespace {
-std::shared_ptr<AutogradMetaInterface> make_meta() { return std::make_shared<AutogradMeta>(); }
+// Every output that carries history gets one: from a per-thread free list, not malloc.
+std::shared_ptr<AutogradMeta> new_meta() {
+  return std::allocate_shared<AutogradMeta>(RecyclingAllocator<AutogradMeta>());
+}
+std::shared_ptr<AutogradMetaInterface> make_meta() {
+  return new_meta();
+}
 // core/ asks for autograd metadata through this factory when a tensor first requires grad.
 const bool g_registered = (set_autograd_meta_factory(&make_meta), true);
 
@@ -11,7 +19,7 @@ AutogradMeta* meta_of(const Tensor& t) {
 }
 AutogradMeta& ensure_meta(const Tensor& t) {
   auto& slot = t.impl()->autograd;
-  if (!slot) slot = std::make_shared<AutogradMeta>();
+  if (!slot) slot = new_meta();
   return static_cast<AutogradMeta&>(*slot);
 }
 }  // namespace

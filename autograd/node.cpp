@@ -19,7 +19,7 @@ const EngineOps& engine_ops() {
   return g_engine_ops;
 }
 
-Node::Node(std::vector<Edge> next_edges, std::vector<TensorMeta> output_metas)
+Node::Node(EdgeList next_edges, MetaList output_metas)
     : next_edges_(std::move(next_edges)),
       output_metas_(std::move(output_metas)),
       sequence_nr_(g_sequence.fetch_add(1)) {}
@@ -29,11 +29,11 @@ Node::~Node() {
     if (e.node) release_later(std::move(e.node));
 }
 
-OpNode::OpNode(std::shared_ptr<const BackwardFunction> fn, std::vector<Edge> next_edges,
-               std::vector<TensorMeta> input_metas, std::vector<TensorMeta> output_metas)
+OpNode::OpNode(std::shared_ptr<const BackwardFunction> fn, EdgeList next_edges,
+               std::span<const TensorMeta> input_metas, MetaList output_metas)
     : Node(std::move(next_edges), std::move(output_metas)),
       fn_(std::move(fn)),
-      input_metas_(std::move(input_metas)) {
+      input_metas_(input_metas) {
   saved_inputs_.resize(next_edges_.size());
   saved_outputs_.resize(output_metas_.size());
   saved_versions_.resize(saved_inputs_.size() + saved_outputs_.size());
@@ -84,8 +84,8 @@ std::vector<Tensor> OpNode::apply(std::vector<Tensor> grads) {
   // Slots hold values a checkpoint recreates (its replay runs on the first fetch).  A recreated
   // input takes the history of the original, so a graph of the gradient connects as without
   // the checkpoint.
-  std::vector<Tensor> inputs;
-  std::vector<Tensor> outputs = saved_outputs_;
+  SmallVector<Tensor, 2> inputs;
+  SmallVector<Tensor, 1> outputs = saved_outputs_;
   if (!slots_.empty()) {
     inputs = saved_inputs_;
     for (const auto& s : slots_) {
@@ -109,10 +109,9 @@ std::vector<Tensor> OpNode::apply(std::vector<Tensor> grads) {
       set_history(outputs[i], shared_from_this(), static_cast<std::uint32_t>(i));
     }
   }
-  auto needs = std::make_unique<bool[]>(next_edges_.size());
-  for (std::size_t i = 0; i < next_edges_.size(); ++i) needs[i] = next_edges_[i].valid();
-  BackwardContext ctx{grads, saved_inputs, outputs,
-                      std::span<const bool>(needs.get(), next_edges_.size()), input_metas_};
+  SmallVector<bool, 8> needs;
+  for (const Edge& e : next_edges_) needs.push_back(e.valid());
+  BackwardContext ctx{grads, saved_inputs, outputs, needs, input_metas_};
   auto result = fn_->backward(ctx);
   REMAT_CHECK(result.size() == next_edges_.size(),
               "{}: backward returned {} gradients for {} inputs", fn_->name(), result.size(),

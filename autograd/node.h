@@ -10,6 +10,7 @@
 
 #include "autograd/function.h"
 #include "autograd/saved_slot.h"
+#include "core/small_vector.h"
 
 namespace remat {
 
@@ -21,9 +22,13 @@ struct Edge {
   bool valid() const { return node != nullptr; }
 };
 
+// Inline for the common arities: a node's lists take no allocation of their own.
+using EdgeList = SmallVector<Edge, 2>;
+using MetaList = SmallVector<TensorMeta, 1>;
+
 class Node : public std::enable_shared_from_this<Node> {
  public:
-  Node(std::vector<Edge> next_edges, std::vector<TensorMeta> output_metas);
+  Node(EdgeList next_edges, MetaList output_metas);
   virtual ~Node();
 
   virtual std::string_view name() const = 0;
@@ -31,22 +36,22 @@ class Node : public std::enable_shared_from_this<Node> {
   virtual std::vector<Tensor> apply(std::vector<Tensor> grads) = 0;
   virtual void release_saved() {}
 
-  const std::vector<Edge>& next_edges() const { return next_edges_; }
-  const std::vector<TensorMeta>& output_metas() const { return output_metas_; }
+  const EdgeList& next_edges() const { return next_edges_; }
+  const MetaList& output_metas() const { return output_metas_; }
   std::size_t num_outputs() const { return output_metas_.size(); }
   std::uint64_t sequence_nr() const { return sequence_nr_; }
 
  protected:
-  std::vector<Edge> next_edges_;
-  std::vector<TensorMeta> output_metas_;
+  EdgeList next_edges_;
+  MetaList output_metas_;
   std::uint64_t sequence_nr_;
 };
 
 // The node of one op call.
 class OpNode final : public Node {
  public:
-  OpNode(std::shared_ptr<const BackwardFunction> fn, std::vector<Edge> next_edges,
-         std::vector<TensorMeta> input_metas, std::vector<TensorMeta> output_metas);
+  OpNode(std::shared_ptr<const BackwardFunction> fn, EdgeList next_edges,
+         std::span<const TensorMeta> input_metas, MetaList output_metas);
   std::string_view name() const override { return fn_->name(); }
   std::vector<Tensor> apply(std::vector<Tensor> grads) override;
   void release_saved() override;
@@ -57,10 +62,10 @@ class OpNode final : public Node {
 
  private:
   std::shared_ptr<const BackwardFunction> fn_;
-  std::vector<TensorMeta> input_metas_;
-  std::vector<Tensor> saved_inputs_;
-  std::vector<Tensor> saved_outputs_;  // detached aliases: no cycle through this node
-  std::vector<std::uint64_t> saved_versions_;  // of every saved tensor, inputs then outputs
+  SmallVector<TensorMeta, 2> input_metas_;
+  SmallVector<Tensor, 2> saved_inputs_;
+  SmallVector<Tensor, 1> saved_outputs_;          // detached aliases: no cycle through this node
+  SmallVector<std::uint64_t, 3> saved_versions_;  // of every saved tensor, inputs then outputs
   // Saved tensors a checkpoint recreates: which input or output, and where to fetch it.
   struct Slot {
     std::size_t index;

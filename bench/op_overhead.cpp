@@ -7,12 +7,13 @@
 // and, ours only, the two autograd chains again with a budget set far above the peak
 // (`*_budget_unbound`) and at half of the unbudgeted peak (`mul_fwd_bwd_budget0.5`: evictions and
 // recomputation).  Prints "NAME us_per_op" per chain: the median of `rounds` runs.
-// Usage: op_overhead --ops 200000 --rounds 5
+// Usage: op_overhead --ops 200000 --rounds 5 [--only add_fwd]
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "bench/timing.h"
@@ -29,6 +30,8 @@ int main(int argc, char** argv) {
   app.add_option("--ops", ops, "calls per chain")->check(CLI::Range(1, 100000000));
   app.add_option("--rounds", rounds, "runs per chain (the median is printed)")
       ->check(CLI::Range(1, 1000));
+  std::string only;
+  app.add_option("--only", only, "run only the chains whose name starts with this (for profiling)");
   CLI11_PARSE(app, argc, argv);
   std::setvbuf(stdout, nullptr, _IOLBF, 0);  // each figure as soon as it is measured
   set_num_threads(1);
@@ -50,20 +53,25 @@ int main(int argc, char** argv) {
       (void)sum(x0.grad()).item<float>();
     };
   };
+  auto report = [&](const char* name, const std::function<void()>& chain) {
+    if (std::string_view(name).starts_with(only))
+      std::printf("%s %.4f\n", name, median_us_per_op(rounds, ops, chain));
+  };
   add_fwd();  // warm the allocator's cache and the kernel-time table
-  std::printf("add_fwd %.4f\n", median_us_per_op(rounds, ops, add_fwd));
-  std::printf("add_fwd_bwd %.4f\n", median_us_per_op(rounds, ops, chain_bwd(false)));
+  report("add_fwd", add_fwd);
+  report("add_fwd_bwd", chain_bwd(false));
   pool.reset_peak();
-  std::printf("mul_fwd_bwd %.4f\n", median_us_per_op(rounds, ops, chain_bwd(true)));
+  chain_bwd(true)();  // the peak the budgeted chains take fractions of, whatever runs
   const std::size_t peak = pool.peak_resident_bytes();
+  report("mul_fwd_bwd", chain_bwd(true));
 
   pool.set_budget(std::size_t{64} << 30);
-  std::printf("add_fwd_budget_unbound %.4f\n", median_us_per_op(rounds, ops, add_fwd));
-  std::printf("add_fwd_bwd_budget_unbound %.4f\n", median_us_per_op(rounds, ops, chain_bwd(false)));
-  std::printf("mul_fwd_bwd_budget_unbound %.4f\n", median_us_per_op(rounds, ops, chain_bwd(true)));
+  report("add_fwd_budget_unbound", add_fwd);
+  report("add_fwd_bwd_budget_unbound", chain_bwd(false));
+  report("mul_fwd_bwd_budget_unbound", chain_bwd(true));
   pool.set_budget(peak / 2);
   pool.reset_stats();
-  std::printf("mul_fwd_bwd_budget0.5 %.4f\n", median_us_per_op(rounds, ops, chain_bwd(true)));
+  report("mul_fwd_bwd_budget0.5", chain_bwd(true));
   const DtrStats s = pool.stats();
   std::printf(
       "# budget0.5: peak %zu of budget %zu bytes (unbudgeted peak %zu), %llu evictions, "

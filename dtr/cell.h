@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/allocator.h"
+#include "core/small_vector.h"
 #include "core/storage.h"
 #include "dtr/config.h"
 #include "dtr/producer.h"
@@ -22,10 +23,11 @@ class Pool;
 // views it read them through, and the cells it wrote.  Costs are kept for every cost model.
 struct Record {
   std::shared_ptr<const Producer> producer;
-  std::vector<std::shared_ptr<Cell>> inputs;
-  std::vector<TensorMeta> input_metas;
-  std::vector<std::weak_ptr<Cell>> outputs;
-  std::vector<TensorMeta> output_metas;
+  // Inline for the common arities: a record is one allocation, lineage or not.
+  SmallVector<std::shared_ptr<Cell>, 2> inputs;
+  SmallVector<TensorMeta, 2> input_metas;
+  SmallVector<std::weak_ptr<Cell>, 1> outputs;
+  SmallVector<TensorMeta, 1> output_metas;
   double seconds = 0;    // measured kernel time of this call
   double time_cost = 0;  // the time cost model's estimate (KernelTimes, or set by the caller)
   double flops = 0;
@@ -87,7 +89,8 @@ class Cell final : public Storage, public std::enable_shared_from_this<Cell> {
   // Bumped by every in-place change, so saved tensors can tell they went stale.
   std::uint64_t version() const override { return version_; }
   // Cells whose records read this one (pruned of dead entries as it grows).
-  const std::vector<std::weak_ptr<Cell>>& dependents() const { return dependents_; }
+  using Readers = SmallVector<std::weak_ptr<Cell>, 2>;
+  const Readers& dependents() const { return dependents_; }
   bool has_live_dependents() const;
   std::uint64_t last_access() const { return last_access_; }
   // False once an input of its record was banished: it can no longer be recomputed.
@@ -111,7 +114,7 @@ class Cell final : public Storage, public std::enable_shared_from_this<Cell> {
   bool unreplayable_ = false;
   StorageRole role_ = StorageRole::Other;
   std::size_t cell_index_ = 0;  // in the pool's list of live cells
-  std::vector<std::weak_ptr<Cell>> dependents_;
+  Readers dependents_;
   std::size_t prune_at_ = 8;
   std::size_t candidate_index_ = std::numeric_limits<std::size_t>::max();
   std::shared_ptr<EvictedClass> evicted_class_;

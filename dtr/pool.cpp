@@ -317,7 +317,7 @@ void Pool::record_call(const std::shared_ptr<Record>& record,
   for (const auto& in : record->inputs) {
     auto& deps = in->dependents_;
     if (deps.size() >= in->prune_at_) {
-      std::erase_if(deps, [](const std::weak_ptr<Cell>& w) { return w.expired(); });
+      deps.erase_if([](const std::weak_ptr<Cell>& w) { return w.expired(); });
       in->prune_at_ = std::max<std::size_t>(8, deps.size() * 2);
     }
     for (const auto& out : outputs) deps.push_back(out);

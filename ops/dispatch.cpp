@@ -93,7 +93,7 @@ struct PinGuard {
 
 // An op without a derivative still records a node, so differentiating through it is an error
 // naming it rather than a silently missing term; only a zero derivative records nothing.
-bool will_record_autograd(const Op& op, const std::vector<Tensor>& inputs) {
+bool will_record_autograd(const Op& op, std::span<const Tensor> inputs) {
   if (!GradMode::is_enabled() || op.zero_derivative()) return false;
   for (const auto& t : inputs)
     if (t.requires_grad()) return true;
@@ -101,16 +101,16 @@ bool will_record_autograd(const Op& op, const std::vector<Tensor>& inputs) {
 }
 
 // Called only when will_record_autograd said so.
-void record_autograd(const std::shared_ptr<const Op>& op, const std::vector<Tensor>& inputs,
-                     std::vector<TensorMeta> in_metas, const std::vector<Tensor>& outputs) {
-  std::vector<Edge> edges;
+void record_autograd(const std::shared_ptr<const Op>& op, std::span<const Tensor> inputs,
+                     std::span<const TensorMeta> in_metas, std::span<const Tensor> outputs) {
+  EdgeList edges;
   edges.reserve(inputs.size());
   for (const auto& t : inputs) edges.push_back(is_floating(t.dtype()) ? gradient_edge(t) : Edge{});
-  std::vector<TensorMeta> metas;
+  MetaList metas;
   metas.reserve(outputs.size());
   for (const auto& t : outputs) metas.push_back(t.meta());
   auto node = std::allocate_shared<OpNode>(RecyclingAllocator<OpNode>(), op, std::move(edges),
-                                           std::move(in_metas), std::move(metas));
+                                           in_metas, std::move(metas));
   const SaveSpec s = op->saves();
   for (std::size_t i = 0; i < inputs.size(); ++i)
     if (i < 32 && (s.inputs >> i & 1u)) node->save_input(i, inputs[i]);
@@ -125,10 +125,12 @@ void record_autograd(const std::shared_ptr<const Op>& op, const std::vector<Tens
 
 void install_engine_ops();
 
-std::vector<Tensor> call(std::shared_ptr<const Op> op, std::vector<Tensor> inputs) {
+void call_into(const std::shared_ptr<const Op>& op, std::span<const Tensor> inputs,
+               SmallVector<Tensor, 2>& outputs) {
   static const bool hooks = (install_engine_ops(), true);
   (void)hooks;
-  std::vector<TensorMeta> in_metas;
+  // The record's own list type: it moves in whole, with no copy and no heap for two inputs.
+  decltype(Record::input_metas) in_metas;
   in_metas.reserve(inputs.size());
   for (std::size_t i = 0; i < inputs.size(); ++i) {
     REMAT_CHECK(inputs[i].defined(), "{}: input {} is an undefined tensor", op->name(), i);
@@ -147,13 +149,17 @@ std::vector<Tensor> call(std::shared_ptr<const Op> op, std::vector<Tensor> input
         m = TensorMeta::contiguous(std::move(m.shape), m.dtype, m.device);
   }
 
-  std::vector<Tensor> outputs;
+  REMAT_CHECK(!out_metas.empty() || !inputs.empty(), "{}: an op call without inputs or outputs",
+              op->name());
+  REMAT_CHECK(!op->is_view() || (!inputs.empty() && out_metas.size() == 1),
+              "{}: a view op takes an input and returns one output", op->name());
+  outputs.clear();
   outputs.reserve(out_metas.size());
   double seconds = 0;
   if (op->is_view()) {
-    outputs.push_back(wrap(std::move(out_metas.at(0)), inputs.at(0).storage()));
+    outputs.push_back(wrap(std::move(out_metas[0]), inputs[0].storage()));
   } else {
-    const Device device = out_metas.empty() ? inputs.at(0).device() : out_metas[0].device;
+    const Device device = out_metas.empty() ? inputs[0].device() : out_metas[0].device;
     Pool& pool = Pool::of(device);
     PinGuard pins(pool, inputs.size());
     Scratch<KernelArg, 8> in_args(inputs.size()), out_args(out_metas.size());
@@ -163,7 +169,7 @@ std::vector<Tensor> call(std::shared_ptr<const Op> op, std::vector<Tensor> input
       pins.add(&c);
       in_args[i] = {&in_metas[i], c.buffer()};
     }
-    std::vector<std::shared_ptr<Cell>> out_cells;
+    SmallVector<std::shared_ptr<Cell>, 2> out_cells;
     out_cells.reserve(out_metas.size());
     for (std::size_t i = 0; i < out_metas.size(); ++i) {
       out_cells.push_back(pool.new_output(out_metas[i].nbytes(), op->name()));
@@ -194,12 +200,24 @@ std::vector<Tensor> call(std::shared_ptr<const Op> op, std::vector<Tensor> input
     for (const auto& c : out_cells) record->outputs.push_back(c);
     for (std::size_t i = 0; i < out_metas.size(); ++i)
       outputs.push_back(wrap(out_metas[i], pool.handle(out_cells[i])));
-    record->output_metas = std::move(out_metas);
+    record->output_metas.assign(std::make_move_iterator(out_metas.begin()),
+                                std::make_move_iterator(out_metas.end()));
     pool.record_call(record, out_cells);
   }
   if (detail::checkpoint_active()) detail::on_op_outputs(outputs, op->is_view(), seconds);
-  if (needs_node) record_autograd(op, inputs, std::move(in_metas), outputs);
-  return outputs;
+  if (needs_node) record_autograd(op, inputs, in_metas, outputs);
+}
+
+std::vector<Tensor> call(const std::shared_ptr<const Op>& op, std::span<const Tensor> inputs) {
+  SmallVector<Tensor, 2> outputs;
+  call_into(op, inputs, outputs);
+  return {std::make_move_iterator(outputs.begin()), std::make_move_iterator(outputs.end())};
+}
+
+Tensor call1(const std::shared_ptr<const Op>& op, std::span<const Tensor> inputs) {
+  SmallVector<Tensor, 2> outputs;
+  call_into(op, inputs, outputs);
+  return std::move(outputs.at(0));
 }
 
 void call_inplace(std::shared_ptr<const Op> op, const Tensor& self, std::vector<Tensor> others) {

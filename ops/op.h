@@ -4,11 +4,13 @@
 // checks its arguments and calls `call` (see ops/elementwise.cpp for examples).
 #pragma once
 #include <cstdint>
+#include <initializer_list>
 #include <memory>
 #include <span>
 #include <vector>
 
 #include "autograd/function.h"
+#include "core/small_vector.h"
 #include "core/tensor.h"
 #include "dtr/producer.h"
 
@@ -49,10 +51,19 @@ class Op : public Producer, public BackwardFunction {
   void execute(std::span<const KernelArg> inputs, std::span<const KernelArg> outputs) const final;
 };
 
-// The one dispatch path for every op call, forward or backward, user's or replay's.
-std::vector<Tensor> call(std::shared_ptr<const Op> op, std::vector<Tensor> inputs);
-inline Tensor call1(std::shared_ptr<const Op> op, std::vector<Tensor> inputs) {
-  return call(std::move(op), std::move(inputs)).at(0);
+// The one dispatch path for every op call, forward or backward, user's or replay's.  Inputs
+// are a span (a braced list stays on the stack); outputs come back in `outputs`.
+void call_into(const std::shared_ptr<const Op>& op, std::span<const Tensor> inputs,
+               SmallVector<Tensor, 2>& outputs);
+std::vector<Tensor> call(const std::shared_ptr<const Op>& op, std::span<const Tensor> inputs);
+inline std::vector<Tensor> call(const std::shared_ptr<const Op>& op,
+                                std::initializer_list<Tensor> inputs) {
+  return call(op, std::span<const Tensor>(inputs.begin(), inputs.size()));
+}
+// An op with one output.
+Tensor call1(const std::shared_ptr<const Op>& op, std::span<const Tensor> inputs);
+inline Tensor call1(const std::shared_ptr<const Op>& op, std::initializer_list<Tensor> inputs) {
+  return call1(op, std::span<const Tensor>(inputs.begin(), inputs.size()));
 }
 // The in-place variant: op reads {self, others...} and writes its one output through self's
 // view into self's cell (see ops/inplace.h for the copy-on-write rule).

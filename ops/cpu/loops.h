@@ -101,8 +101,8 @@ void for_each_row(const LoopPlan<N>& plan, std::array<char*, N> base,
   std::array<std::int64_t, N> inner_stride;
   for (std::size_t k = 0; k < N; ++k) inner_stride[k] = plan.strides[k][nd - 1];
   const std::int64_t grain = std::max<std::int64_t>(1, 32768 / std::max<std::int64_t>(inner, 1));
-  parallel_for(0, rows, grain, [&](std::int64_t r0, std::int64_t r1) {
-    std::vector<std::int64_t> idx(nd, 0);
+  auto chunk = [&](std::int64_t r0, std::int64_t r1) {
+    Shape idx(nd, 0);  // inline: no heap for up to 6 dims
     // Decompose r0 into outer indices.
     std::int64_t r = r0;
     for (std::size_t d = nd - 1; d-- > 0;) {
@@ -122,7 +122,12 @@ void for_each_row(const LoopPlan<N>& plan, std::array<char*, N> base,
         idx[d] = 0;
       }
     }
-  });
+  };
+  // One chunk runs here: no std::function (a heap capture) and no thread hand-off.
+  if (rows <= grain)
+    chunk(0, rows);
+  else
+    parallel_for(0, rows, grain, chunk);
 }
 
 // out[i] = f(in0[i], in1[i], ...) with broadcasting; Out and In are element types.

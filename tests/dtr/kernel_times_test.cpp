@@ -27,7 +27,7 @@ Record record_of(const std::shared_ptr<const Producer>& p, Shape shape) {
   Record r;
   r.producer = p;
   r.input_metas = {TensorMeta::contiguous(shape, DType::Float32, Device::cpu())};
-  r.output_metas = r.input_metas;
+  r.output_metas = {r.input_metas[0]};
   r.flops = static_cast<double>(shape_numel(shape));
   r.bytes = 2.0 * static_cast<double>(r.input_metas[0].nbytes());
   return r;
