@@ -6,6 +6,7 @@
 #include "nn/data.h"
 #include "nn/init.h"
 #include "nn/layers.h"
+#include "nn/listops.h"
 #include "nn/lr_scheduler.h"
 #include "nn/mnist.h"
 #include "nn/module.h"
