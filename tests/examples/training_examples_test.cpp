@@ -1,9 +1,9 @@
 // The training examples end to end: train_resnet gives the same final loss under a tight budget
-// and with checkpointed stages as without either, and a short run on a Fashion-MNIST subset learns well above chance.  The
-// programs run as a user would run them; their last output line is the JSON summary.
+// and with checkpointed stages as without either, and a short run on a Fashion-MNIST subset learns
+// well above chance.  The programs run as a user would run them; their last output line is the JSON
+// summary.
 #include <cstdio>
 #include <filesystem>
-
 #include <nlohmann/json.hpp>
 
 #include "nn/mnist.h"
@@ -39,14 +39,16 @@ bool ready(std::string* why) {
 TEST(TrainResnet, SameFinalLossUnderATightBudget) {
   std::string why;
   if (!ready(&why)) GTEST_SKIP() << why;
-  const std::string common = "train_resnet --steps 4 --batch-size 32 --train-limit 512 --test-limit 64 --seed 3";
+  const std::string common =
+      "train_resnet --steps 4 --batch-size 32 --train-limit 512 --test-limit 64 --seed 3";
   const auto plain = run_example(common + " --budget none");
   const auto tight = run_example(common + " --budget 0.3");
   EXPECT_EQ(plain["final_loss"].get<double>(), tight["final_loss"].get<double>());
   EXPECT_EQ(plain["test_accuracy"].get<double>(), tight["test_accuracy"].get<double>());
   EXPECT_GT(tight["evictions"].get<long>(), 0);
   EXPECT_LE(tight["peak_resident_bytes"].get<double>(), tight["budget_bytes"].get<double>());
-  EXPECT_LT(tight["peak_resident_bytes"].get<double>(), 0.35 * tight["unbudgeted_peak_bytes"].get<double>());
+  EXPECT_LT(tight["peak_resident_bytes"].get<double>(),
+            0.35 * tight["unbudgeted_peak_bytes"].get<double>());
 }
 
 // Checkpointed stages: the same numbers as the plain run, at a lower peak, and the same again
@@ -54,15 +56,18 @@ TEST(TrainResnet, SameFinalLossUnderATightBudget) {
 TEST(TrainResnet, CheckpointStagesGiveTheSameLossAtALowerPeak) {
   std::string why;
   if (!ready(&why)) GTEST_SKIP() << why;
-  const std::string common = "train_resnet --steps 3 --batch-size 32 --train-limit 512 --test-limit 64 --seed 3";
+  const std::string common =
+      "train_resnet --steps 3 --batch-size 32 --train-limit 512 --test-limit 64 --seed 3";
   const auto plain = run_example(common + " --budget none");
   const auto ckpt = run_example(common + " --budget none --checkpoint-stages");
   EXPECT_TRUE(ckpt["checkpoint_stages"].get<bool>());
   EXPECT_EQ(plain["final_loss"].get<double>(), ckpt["final_loss"].get<double>());
   EXPECT_EQ(plain["test_accuracy"].get<double>(), ckpt["test_accuracy"].get<double>());
   EXPECT_EQ(ckpt["evictions"].get<long>(), 0);
-  EXPECT_LT(ckpt["peak_resident_bytes"].get<double>(), 0.8 * plain["peak_resident_bytes"].get<double>());
-  const auto dtr = run_example(common + fmt::format(" --budget {}", ckpt["peak_resident_bytes"].get<std::size_t>()));
+  EXPECT_LT(ckpt["peak_resident_bytes"].get<double>(),
+            0.8 * plain["peak_resident_bytes"].get<double>());
+  const auto dtr = run_example(
+      common + fmt::format(" --budget {}", ckpt["peak_resident_bytes"].get<std::size_t>()));
   EXPECT_EQ(plain["final_loss"].get<double>(), dtr["final_loss"].get<double>());
   EXPECT_GT(dtr["evictions"].get<long>(), 0);
 }
@@ -70,10 +75,31 @@ TEST(TrainResnet, CheckpointStagesGiveTheSameLossAtALowerPeak) {
 TEST(TrainMlp, ShortRunOnAFashionMnistSubsetLearns) {
   std::string why;
   if (!ready(&why)) GTEST_SKIP() << why;
-  const auto r = run_example("train_mlp --epochs 3 --train-limit 4096 --test-limit 1000 --hidden 256 --seed 1");
+  const auto r = run_example(
+      "train_mlp --epochs 3 --train-limit 4096 --test-limit 1000 --hidden 256 --seed 1");
   std::printf("train_mlp on 4096 Fashion-MNIST images, 3 epochs: test accuracy %.3f\n",
               r["test_accuracy"].get<double>());
   EXPECT_GT(r["test_accuracy"].get<double>(), 0.6);  // chance is 0.1
+}
+
+// The TreeLSTM over generated ListOps: a short run gives the same final loss and test accuracy
+// under a tight budget as without one, and reports the largest tree it saw.
+TEST(TrainTreeLstm, SameFinalLossUnderATightBudget) {
+  if (!std::filesystem::exists(std::string(REMAT_EXAMPLES_DIR) + "/train_treelstm"))
+    GTEST_SKIP() << "examples are not built (REMAT_BUILD_EXAMPLES=OFF)";
+  const std::string common =
+      "train_treelstm --steps 6 --batch-size 128 --group 16 --hidden 32 --embedding 16 "
+      "--train-size 1024 "
+      "--valid-size 64 --test-size 128 --eval-every 3 --seed 2";
+  const auto plain = run_example(common + " --budget none");
+  const auto tight = run_example(common + " --budget 0.3");
+  EXPECT_EQ(plain["model"], "treelstm");
+  EXPECT_EQ(plain["final_loss"].get<double>(), tight["final_loss"].get<double>());
+  EXPECT_EQ(plain["test_accuracy"].get<double>(), tight["test_accuracy"].get<double>());
+  EXPECT_EQ(plain["valid_curve"].size(), 2u);
+  EXPECT_GT(plain["max_nodes"].get<long>(), 3);
+  EXPECT_GT(tight["evictions"].get<long>(), 0);
+  EXPECT_LE(tight["peak_resident_bytes"].get<double>(), tight["budget_bytes"].get<double>());
 }
 
 }  // namespace
