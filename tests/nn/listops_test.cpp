@@ -196,8 +196,9 @@ TEST(ListOpsParse, MalformedTextNamesThePosition) {
       {" [MAX 1 2 ]", {"character 0", "leading space"}},
       {"[MAX 1 2 ] ", {"character 10", "trailing space"}},
   };
-  for (const auto& [text, fragments] : cases) {
-    auto all = fragments;
+  for (const auto& bad_case : cases) {
+    const std::string& text = bad_case.first;  // not a structured binding: the lambda reads it
+    auto all = bad_case.second;
     all.push_back("listops::parse");
     EXPECT_TRUE(throws_with([&] { parse(text); }, all)) << '"' << text << '"';
   }
@@ -237,7 +238,10 @@ TEST(ListOpsTree, HandBuiltTrees) {
       {Tree{{1, 2, 3}, {{}, {}, {}}}, {"3 nodes but 0 parent-child links"}},
       {Tree{{1, 2, kMax, 3}, {{}, {}, {0, 1}, {}}}, {"4 nodes but 2 parent-child links"}},
   };
-  for (const auto& [tree, fragments] : bad) {
+  for (const auto& bad_case : bad) {
+    // Named references, not a structured binding: clang 14 cannot capture those in a lambda.
+    const Tree& tree = bad_case.first;
+    const auto& fragments = bad_case.second;
     for (const char* op : {"evaluate", "to_text", "depth"}) {
       auto all = fragments;
       all.push_back(std::string("listops::") + op);
