@@ -81,7 +81,7 @@ class SmallVector {
   }
   template <class... Args>
   T& emplace_back(Args&&... args) {
-    if (size_ == capacity_) grow(capacity_ * 2);
+    if (size_ == capacity_) return grow_and_emplace(std::forward<Args>(args)...);
     T* p = ::new (static_cast<void*>(data_ + size_)) T(std::forward<Args>(args)...);
     ++size_;
     return *p;
@@ -114,6 +114,26 @@ class SmallVector {
   void grow(std::size_t n) {
     n = std::max<std::size_t>(n, N + 1);
     T* fresh = std::allocator<T>().allocate(n);
+    move_into(fresh, n);
+  }
+  // The new element is built in the fresh buffer before the old ones move, because its
+  // arguments may refer to one of them (v.push_back(v[0]) on a full vector).
+  template <class... Args>
+  T& grow_and_emplace(Args&&... args) {
+    std::size_t n = std::max<std::size_t>(capacity_ * 2, N + 1);
+    T* fresh = std::allocator<T>().allocate(n);
+    T* p;
+    try {
+      p = ::new (static_cast<void*>(fresh + size_)) T(std::forward<Args>(args)...);
+    } catch (...) {
+      std::allocator<T>().deallocate(fresh, n);
+      throw;
+    }
+    move_into(fresh, n);
+    ++size_;
+    return *p;
+  }
+  void move_into(T* fresh, std::size_t n) {
     std::uninitialized_move(begin(), end(), fresh);
     std::destroy(begin(), end());
     release_heap();

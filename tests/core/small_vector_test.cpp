@@ -66,5 +66,15 @@ TEST(SmallVector, EraseIfResizeAssignAndAt) {
   EXPECT_EQ(s.size(), 3u);
 }
 
+// The argument refers to an element of the full vector itself: it must be copied before the
+// old buffer is released (under ASan a wrong order is a heap-use-after-free).
+TEST(SmallVector, PushingItsOwnElementAtFullCapacityCopiesItFirst) {
+  SmallVector<std::string, 2> v{std::string(40, 'a'), "b"};
+  for (int i = 0; i < 6; ++i) v.push_back(v[0]);
+  ASSERT_EQ(v.size(), 8u);
+  for (std::size_t i = 2; i < v.size(); ++i) EXPECT_EQ(v[i], std::string(40, 'a'));
+  EXPECT_EQ(v[1], "b");
+}
+
 }  // namespace
 }  // namespace remat
