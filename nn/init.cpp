@@ -4,6 +4,7 @@
 #include <string_view>
 
 #include "autograd/grad_mode.h"
+#include "ops/elementwise.h"
 #include "ops/factory.h"
 #include "ops/inplace.h"
 
@@ -117,6 +118,49 @@ const Tensor& normal_(const Tensor& t, double mean, double stddev,
   REMAT_CHECK(stddev >= 0, "normal_: stddev must be non-negative, got {}", stddev);
   if (t.numel() == 0) return t;
   return assign(t, normal(t.shape(), mean, stddev, random_options(t, seed)));
+}
+
+const Tensor& orthogonal_(const Tensor& t, double gain, std::optional<std::uint64_t> seed) {
+  check_floating("orthogonal_", t);
+  REMAT_CHECK(t.dim() >= 2, "orthogonal_: needs a tensor with at least 2 dims, got shape {}",
+              t.shape());
+  if (t.numel() == 0) return t;
+  const std::int64_t rows = t.size(0), cols = t.numel() / rows;
+  // QR of the tall orientation by modified Gram-Schmidt in float64: with R's diagonal positive
+  // the Q factor is unique, the one Householder QR with PyTorch's sign fix gives.
+  const bool wide = rows < cols;
+  const std::int64_t m = wide ? cols : rows, n = wide ? rows : cols;  // m >= n
+  RandomOptions opts = random_options(t, seed);
+  opts.dtype = DType::Float64;
+  const std::vector<double> drawn = normal({rows, cols}, 0.0, 1.0, opts).to_vector<double>();
+  std::vector<double> q(static_cast<std::size_t>(m * n));  // column j at q[j * m ...]
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (std::int64_t c = 0; c < cols; ++c) {
+      const std::int64_t i = wide ? c : r, j = wide ? r : c;
+      q[static_cast<std::size_t>(j * m + i)] = drawn[static_cast<std::size_t>(r * cols + c)];
+    }
+  for (std::int64_t j = 0; j < n; ++j) {
+    double* qj = q.data() + j * m;
+    for (std::int64_t k = 0; k < j; ++k) {
+      const double* qk = q.data() + k * m;
+      double dot = 0;
+      for (std::int64_t i = 0; i < m; ++i) dot += qk[i] * qj[i];
+      for (std::int64_t i = 0; i < m; ++i) qj[i] -= dot * qk[i];
+    }
+    double norm = 0;
+    for (std::int64_t i = 0; i < m; ++i) norm += qj[i] * qj[i];
+    norm = std::sqrt(norm);
+    REMAT_CHECK(norm > 0, "orthogonal_: the random matrix for shape {} is rank deficient",
+                t.shape());
+    for (std::int64_t i = 0; i < m; ++i) qj[i] /= norm;
+  }
+  std::vector<double> out(static_cast<std::size_t>(rows * cols));
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (std::int64_t c = 0; c < cols; ++c) {
+      const std::int64_t i = wide ? c : r, j = wide ? r : c;
+      out[static_cast<std::size_t>(r * cols + c)] = gain * q[static_cast<std::size_t>(j * m + i)];
+    }
+  return assign(t, to_dtype(tensor(out, t.shape()), t.dtype()));
 }
 
 const Tensor& constant_(const Tensor& t, double value) {

@@ -44,6 +44,11 @@ const Tensor& uniform_(const Tensor& t, double low = 0, double high = 1,
                        std::optional<std::uint64_t> seed = std::nullopt);
 const Tensor& normal_(const Tensor& t, double mean = 0, double stddev = 1,
                       std::optional<std::uint64_t> seed = std::nullopt);
+// A (semi-)orthogonal matrix scaled by gain, as torch.nn.init.orthogonal_: the tensor is seen as
+// [size(0), numel / size(0)]; the Q factor of a normal matrix's QR decomposition (signs making
+// R's diagonal positive), so rows (or columns, whichever are fewer) are orthonormal times gain.
+const Tensor& orthogonal_(const Tensor& t, double gain = 1,
+                          std::optional<std::uint64_t> seed = std::nullopt);
 const Tensor& constant_(const Tensor& t, double value);
 const Tensor& zeros_(const Tensor& t);
 const Tensor& ones_(const Tensor& t);

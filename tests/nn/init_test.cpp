@@ -7,6 +7,8 @@
 #include <cmath>
 #include <functional>
 
+#include "ops/linalg.h"
+#include "ops/view.h"
 #include "support/test_util.h"
 
 namespace remat {
@@ -181,6 +183,38 @@ TEST(Init, ReproducibleWithManualSeedAndExplicitSeeds) {
   EXPECT_TRUE(bit_equal(a, b));
   xavier_normal_(b, 1.0, 43);
   EXPECT_FALSE(bit_equal(a, b));
+}
+
+// W W^T = gain^2 I for a wide matrix and W^T W for a tall one (closed forms); a conv weight is
+// seen as [out, in * kh * kw]; the same seed gives the same matrix.
+TEST(Init, OrthogonalRowsOrColumnsAreOrthonormalTimesTheGain) {
+  struct Case {
+    Shape shape;
+    bool rows_orthonormal;
+  };
+  for (const Case& c :
+       {Case{{5, 12}, true}, Case{{12, 5}, false}, Case{{7, 7}, true}, Case{{4, 3, 2, 2}, true}}) {
+    SCOPED_TRACE(fmt::format("{}", c.shape));
+    Tensor w = zeros(c.shape, {.dtype = DType::Float64});
+    orthogonal_(w, 0.8, 7);
+    const Tensor m = reshape(w, {c.shape[0], w.numel() / c.shape[0]});
+    const Tensor gram =
+        c.rows_orthonormal ? matmul(m, transpose(m, 0, 1)) : matmul(transpose(m, 0, 1), m);
+    const std::int64_t n = gram.size(0);
+    const std::vector<double> g = gram.to_vector<double>();
+    for (std::int64_t i = 0; i < n; ++i)
+      for (std::int64_t j = 0; j < n; ++j)
+        EXPECT_NEAR(g[static_cast<std::size_t>(i * n + j)], i == j ? 0.64 : 0.0, 1e-12);
+    Tensor again = zeros(c.shape, {.dtype = DType::Float64});
+    orthogonal_(again, 0.8, 7);
+    EXPECT_TRUE(bit_equal(w, again));
+  }
+  Tensor f = param({6, 4});
+  orthogonal_(f);
+  const Tensor ftf = matmul(transpose(f, 0, 1), f);
+  EXPECT_NEAR(ftf.to_vector<float>()[0], 1.0, 1e-5);
+  EXPECT_TRUE(f.requires_grad());
+  EXPECT_TRUE(throws_with([] { orthogonal_(param({5})); }, {"orthogonal_", "2 dims", "[5]"}));
 }
 
 TEST(Init, Errors) {
