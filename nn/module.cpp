@@ -48,15 +48,6 @@ std::string join(const std::string& prefix, const std::string& name) {
   return prefix.empty() ? name : prefix + "." + name;
 }
 
-// Pops the frame functional_call pushed, also when forward throws.
-class OverrideScope {
- public:
-  explicit OverrideScope(const OverrideFrame* frame) { t_overrides.push_back(frame); }
-  ~OverrideScope() { t_overrides.pop_back(); }
-  OverrideScope(const OverrideScope&) = delete;
-  OverrideScope& operator=(const OverrideScope&) = delete;
-};
-
 void check_new_name(const std::string& type_name, const Entries<Tensor>& params,
                     const Entries<Tensor>& buffers,
                     const Entries<std::shared_ptr<Module>>& children, const char* what,
@@ -246,8 +237,13 @@ std::map<std::string, Tensor> Module::state_dict() const {
   return out;
 }
 
-Tensor functional_call(Module& module, const std::map<std::string, Tensor>& parameters,
-                       const Tensor& input) {
+struct ParameterSubstitution::Frame {
+  OverrideFrame overrides;
+};
+
+ParameterSubstitution::ParameterSubstitution(Module& module,
+                                             const std::map<std::string, Tensor>& parameters)
+    : frame_(std::make_unique<Frame>()) {
   struct Slot {
     const Module* owner;
     std::string local;
@@ -262,7 +258,6 @@ Tensor functional_call(Module& module, const std::map<std::string, Tensor>& para
         known += (known.empty() ? "" : ", ") + name;
     }
 
-  OverrideFrame frame;
   for (const auto& [name, value] : parameters) {
     auto it = slots.find(name);
     if (it == slots.end()) {
@@ -276,9 +271,18 @@ Tensor functional_call(Module& module, const std::map<std::string, Tensor>& para
                 "functional_call: parameter '{}' has shape {} and dtype {}, but its substitute "
                 "has shape {} and dtype {}",
                 name, cur.shape(), cur.dtype(), value.shape(), value.dtype());
-    frame[it->second.owner][it->second.local] = value;
+    frame_->overrides[it->second.owner][it->second.local] = value;
   }
-  OverrideScope scope(&frame);
+  t_overrides.push_back(&frame_->overrides);
+}
+
+ParameterSubstitution::~ParameterSubstitution() {
+  t_overrides.pop_back();
+}
+
+Tensor functional_call(Module& module, const std::map<std::string, Tensor>& parameters,
+                       const Tensor& input) {
+  ParameterSubstitution scope(module, parameters);
   return module.forward(input);
 }
 

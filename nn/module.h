@@ -9,6 +9,8 @@
 //     std::shared_ptr<nn::Linear> fc;
 //   };
 #pragma once
+#include <concepts>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -83,10 +85,36 @@ class Module : public std::enable_shared_from_this<Module> {
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
 };
 
-// Runs module.forward(input) with the named parameters (dotted names, a subset of
-// named_parameters()) replaced by the given tensors, which may carry autograd history: the
+// While it lives, the module's named parameters (dotted names, a subset of named_parameters())
+// read as the given tensors, which may carry autograd history, on this thread.  Checks every
+// name, shape, dtype and device first.  Scopes nest: the innermost substitution wins.
+class ParameterSubstitution {
+ public:
+  ParameterSubstitution(Module& module, const std::map<std::string, Tensor>& parameters);
+  ~ParameterSubstitution();
+  ParameterSubstitution(const ParameterSubstitution&) = delete;
+  ParameterSubstitution& operator=(const ParameterSubstitution&) = delete;
+
+ private:
+  struct Frame;
+  std::unique_ptr<Frame> frame_;
+};
+
+// Runs module.forward(input) with the named parameters replaced by the given tensors: the
 // result is differentiable with respect to them.  The module itself is left unchanged.
 Tensor functional_call(Module& module, const std::map<std::string, Tensor>& parameters,
                        const Tensor& input);
+
+// The same for any callable and any inputs and outputs: fn(args...) runs with the parameters
+// substituted, e.g. a forward with two inputs, or a whole loss.
+//   Tensor loss = functional_call(d, weights, [&](const Tensor& a, const Tensor& b) {
+//     return add(d.forward(a), d.forward(b)); }, real, fake);
+template <class Fn, class... Args>
+requires std::invocable<Fn, Args...>
+decltype(auto) functional_call(Module& module, const std::map<std::string, Tensor>& parameters,
+                               Fn&& fn, Args&&... args) {
+  ParameterSubstitution scope(module, parameters);
+  return std::invoke(std::forward<Fn>(fn), std::forward<Args>(args)...);
+}
 
 }  // namespace remat::nn

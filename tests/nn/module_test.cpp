@@ -396,6 +396,37 @@ TEST(FunctionalCall, NestedCallsInnermostWins) {
   EXPECT_FALSE(bit_equal(nest.a->param("weight"), wa));
 }
 
+// Any callable with any inputs and outputs: a loss over two inputs that returns two tensors,
+// differentiable with respect to the substitutes, to second order.
+TEST(FunctionalCall, AnyCallableWithSeveralInputsAndOutputs) {
+  manual_seed(15);
+  auto m = mlp(DType::Float64);
+  auto two = [&](const Tensor& a, const Tensor& b) {
+    return std::pair{m->forward(a), sum(m->forward(b))};
+  };
+  const Tensor x1 = detach(leaf64({2, 5}, 40)), x2 = detach(leaf64({3, 5}, 41));
+  const Tensor w = leaf64({4, 5}, 42);
+  auto [y1, s2] = nn::functional_call(*m, {{"0.weight", w}}, two, x1, x2);
+  auto [e1, e2] = two(x1, x2);  // the module's own weight
+  EXPECT_EQ(y1.shape(), e1.shape());
+  EXPECT_FALSE(bit_equal(y1, e1));
+  auto fn = [&](const std::vector<Tensor>& in) {
+    auto [a, b] = nn::functional_call(*m, {{"0.weight", in[0]}}, two, in[1], x2);
+    return add(sum(a), b);
+  };
+  EXPECT_TRUE(gradcheck(fn, {leaf64({4, 5}, 43), leaf64({2, 5}, 44)}));
+  EXPECT_TRUE(gradgradcheck(fn, {leaf64({4, 5}, 43), leaf64({2, 5}, 44)}));
+  // A callable returning nothing runs too; an unknown name is still an error.
+  int calls = 0;
+  nn::functional_call(*m, {{"0.weight", w}}, [&] { ++calls; });
+  EXPECT_EQ(calls, 1);
+  EXPECT_TRUE(throws_with(
+      [&] {
+        nn::functional_call(*m, {{"9.weight", w}}, [] {});
+      },
+      {"no parameter '9.weight'"}));
+}
+
 TEST(FunctionalCall, ErrorsAndRestoreAfterAnException) {
   manual_seed(14);
   auto net = std::make_shared<nn::Sequential>(std::make_shared<nn::Linear>(3, 2),
