@@ -4,6 +4,7 @@
 #pragma once
 #include "nn/clip_grad.h"
 #include "nn/data.h"
+#include "nn/functional_optim.h"
 #include "nn/init.h"
 #include "nn/layers.h"
 #include "nn/listops.h"
