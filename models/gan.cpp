@@ -1,5 +1,6 @@
 #include "models/gan.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <map>
@@ -11,6 +12,7 @@
 #include "nn/layers.h"
 #include "ops/elementwise.h"
 #include "ops/factory.h"
+#include "ops/join.h"
 #include "ops/reduce.h"
 #include "ops/view.h"
 
@@ -180,8 +182,17 @@ GanStepLosses UnrolledGan::step(const Tensor& real, const Tensor& noise) {
 Tensor UnrolledGan::sample(std::int64_t n, std::uint64_t seed) {
   REMAT_CHECK(n > 0, "UnrolledGan::sample: n must be positive, got {}", n);
   NoGradGuard no_grad;
-  return generator_->forward(
-      randn({n, options_.noise_dim}, {.dtype = options_.dtype, .seed = seed}));
+  // In chunks of 512 rows, each from its own key: memory like one training batch's, so a
+  // budget that fits training fits sampling.
+  constexpr std::int64_t kChunk = 512;
+  std::vector<Tensor> parts;
+  for (std::int64_t start = 0, k = 0; start < n; start += kChunk, ++k) {
+    const std::int64_t rows = std::min(kChunk, n - start);
+    const std::uint64_t key = seed ^ (static_cast<std::uint64_t>(k) * 0x9E3779B97F4A7C15ull);
+    parts.push_back(generator_->forward(
+        randn({rows, options_.noise_dim}, {.dtype = options_.dtype, .seed = key})));
+  }
+  return parts.size() == 1 ? parts[0] : cat(parts, 0);
 }
 
 }  // namespace remat::models

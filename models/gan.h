@@ -111,7 +111,7 @@ class UnrolledGan {
  public:
   explicit UnrolledGan(const GanOptions& options = {}, const UnrolledGanOptions& training = {});
   GanStepLosses step(const Tensor& real, const Tensor& noise);
-  // n generated points from noise drawn from `seed`, without autograd.
+  // n generated points from noise drawn from `seed`, without autograd, in chunks of 512 rows.
   Tensor sample(std::int64_t n, std::uint64_t seed);
 
   GanMlp& generator() { return *generator_; }
