@@ -5,9 +5,8 @@
 #include <unistd.h>
 
 #include <cstdio>
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "dtr/pool.h"
 #include "examples/common/dtr_flags.h"
@@ -16,16 +15,20 @@ namespace remat::examples {
 
 class Progress {
  public:
-  explicit Progress(long total, long every = 50) : total_(total), every_(every), tty_(isatty(fileno(stdout))) {}
+  explicit Progress(long total, long every = 50)
+      : total_(total), every_(every), tty_(isatty(fileno(stdout))) {}
 
   void update(long step, double loss, double accuracy, double images_per_s, std::size_t resident) {
-    const std::string stats = fmt::format("loss {:.4f}  acc {:.3f}  {:.0f} img/s  resident {:.1f} MiB", loss,
-                                          accuracy, images_per_s, resident / 1048576.0);
+    update_text(step, fmt::format("loss {:.4f}  acc {:.3f}  {:.0f} img/s  resident {:.1f} MiB",
+                                  loss, accuracy, images_per_s, resident / 1048576.0));
+  }
+  // A line with the example's own figures.
+  void update_text(long step, const std::string& stats) {
     if (tty_) {
       const int width = 30;
       const int filled = total_ > 0 ? static_cast<int>(width * step / total_) : 0;
-      std::printf("\r[%s%s] %ld/%ld  %s", std::string(filled, '#').c_str(), std::string(width - filled, '.').c_str(),
-                  step, total_, stats.c_str());
+      std::printf("\r[%s%s] %ld/%ld  %s", std::string(filled, '#').c_str(),
+                  std::string(width - filled, '.').c_str(), step, total_, stats.c_str());
       std::fflush(stdout);
     } else if (step == 1 || step % every_ == 0 || step == total_) {
       std::printf("step %ld/%ld  %s\n", step, total_, stats.c_str());
@@ -47,7 +50,8 @@ inline nlohmann::json dtr_summary(const Pool& pool, const DtrFlags& flags) {
   nlohmann::json j;
   j["peak_resident_bytes"] = s.peak_resident_bytes;
   j["budget_bytes"] = s.budget ? nlohmann::json(*s.budget) : nlohmann::json(nullptr);
-  j["unbudgeted_peak_bytes"] = flags.unbudgeted_peak ? nlohmann::json(*flags.unbudgeted_peak) : nlohmann::json(nullptr);
+  j["unbudgeted_peak_bytes"] =
+      flags.unbudgeted_peak ? nlohmann::json(*flags.unbudgeted_peak) : nlohmann::json(nullptr);
   j["heuristic"] = flags.heuristic;
   j["evictions"] = s.evictions;
   j["rematerializations"] = s.rematerializations;

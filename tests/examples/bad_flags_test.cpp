@@ -44,6 +44,17 @@ const std::string kSim = kExamples + "/../tools/dtr_sim";
   return ::testing::AssertionSuccess();
 }
 
+TEST(BadFlags, GanFlagsNameTheirRange) {
+  const std::string gan = kExamples + "/train_gan";
+  if (!std::filesystem::exists(gan)) GTEST_SKIP() << "examples are not built";
+  EXPECT_TRUE(refused(gan, "--unroll -1", {"--unroll", "from 0 to"}));
+  EXPECT_TRUE(refused(gan, "--beta1 1", {"--beta1", "below 1"}));
+  EXPECT_TRUE(refused(gan, "--snapshots 0", {"--snapshots"}));
+  EXPECT_TRUE(refused(gan, "--schedule linear", {"--schedule", "linear"}));
+  EXPECT_TRUE(refused(gan, "--lr-generator 0", {"--lr-generator", "positive"}));
+  EXPECT_TRUE(refused(gan, "--plot /nonexistent/dir/x.png --steps 1", {"/nonexistent/dir"}));
+}
+
 TEST(BadFlags, TrainingFlagsNameTheirRange) {
   if (!std::filesystem::exists(kResnet)) GTEST_SKIP() << "examples are not built";
   EXPECT_TRUE(refused(kResnet, "--threads 100000", {"--threads", "from 1 to"}));

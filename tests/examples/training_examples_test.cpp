@@ -102,5 +102,36 @@ TEST(TrainTreeLstm, SameFinalLossUnderATightBudget) {
   EXPECT_LE(tight["peak_resident_bytes"].get<double>(), tight["budget_bytes"].get<double>());
 }
 
+// The Unrolled GAN: a short run gives the same losses and sample figures under a budget that
+// evicts as without one, and draws its snapshots with gnuplot when asked.
+TEST(TrainGan, SameLossesUnderABudgetAndAPlot) {
+  if (!std::filesystem::exists(std::string(REMAT_EXAMPLES_DIR) + "/train_gan"))
+    GTEST_SKIP() << "examples are not built (REMAT_BUILD_EXAMPLES=OFF)";
+  const std::string common =
+      "train_gan --unroll 3 --batch-size 64 --noise 16 --hidden 32 "
+      "--discriminator-hidden 32 --eval-samples 200 --eval-every 3 --seed 4";
+  const auto plain = run_example(common + " --steps 6 --budget none");
+  const auto tight = run_example(common + " --steps 6 --budget 0.5");
+  EXPECT_EQ(plain["model"], "gan");
+  EXPECT_EQ(plain["unroll"], 3);
+  EXPECT_EQ(plain["final_loss"].get<double>(), tight["final_loss"].get<double>());
+  EXPECT_EQ(plain["final_discriminator_loss"].get<double>(),
+            tight["final_discriminator_loss"].get<double>());
+  EXPECT_EQ(plain["high_quality_fraction"].get<double>(),
+            tight["high_quality_fraction"].get<double>());
+  EXPECT_EQ(plain["curve"].size(), 2u);
+  EXPECT_GT(tight["evictions"].get<long>(), 0);
+  EXPECT_GT(tight["rematerializations"].get<long>(), 0);
+  if (std::system("command -v gnuplot > /dev/null 2>&1") != 0) {
+    std::printf("gnuplot is not installed: the plot is not checked\n");
+    return;
+  }
+  const std::string png = testing::unique_temp_path("gan", ".png");
+  run_example(common + " --steps 2 --plot " + png + " --snapshots 2");
+  EXPECT_GT(std::filesystem::file_size(png), 1000u);
+  std::filesystem::remove(png);
+  std::filesystem::remove(png + ".dat");
+}
+
 }  // namespace
 }  // namespace remat
