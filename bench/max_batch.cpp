@@ -186,27 +186,22 @@ std::int64_t largest(std::int64_t lo, const std::function<Trial(std::int64_t)>& 
                      const std::function<bool(std::int64_t, const Trial&)>& fits, Trial& best,
                      std::int64_t limit) {
   std::int64_t hi = 0;  // the smallest failing size found, 0 while none
+  auto attempt = [&](std::int64_t n) {
+    const Trial t = trial(n);
+    const bool ok = fits(n, t);
+    std::fprintf(stderr, "  %lld: %s (%.0f ms/step, peak %.1f MiB)\n", static_cast<long long>(n),
+                 ok ? "fits" : "does not fit", t.ms_per_step, t.peak / 1048576.0);
+    if (ok)
+      lo = n, best = t;
+    else
+      hi = n;
+  };
   while (hi == 0) {
     const std::int64_t next = std::min(limit, std::max(lo + 1, lo + lo / 2));
     if (next == lo) return lo;  // at the limit
-    const Trial t = trial(next);
-    std::fprintf(stderr, "  %lld: %s (%.0f ms/step, peak %.1f MiB)\n", static_cast<long long>(next),
-                 fits(next, t) ? "fits" : "does not fit", t.ms_per_step, t.peak / 1048576.0);
-    if (fits(next, t))
-      lo = next, best = t;
-    else
-      hi = next;
+    attempt(next);
   }
-  while (hi - lo > std::max<std::int64_t>(1, lo / 50)) {  // within 2%
-    const std::int64_t mid = lo + (hi - lo) / 2;
-    const Trial t = trial(mid);
-    std::fprintf(stderr, "  %lld: %s (%.0f ms/step, peak %.1f MiB)\n", static_cast<long long>(mid),
-                 fits(mid, t) ? "fits" : "does not fit", t.ms_per_step, t.peak / 1048576.0);
-    if (fits(mid, t))
-      lo = mid, best = t;
-    else
-      hi = mid;
-  }
+  while (hi - lo > std::max<std::int64_t>(1, lo / 50)) attempt(lo + (hi - lo) / 2);  // within 2%
   return lo;
 }
 

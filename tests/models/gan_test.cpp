@@ -130,11 +130,7 @@ std::vector<double> train_four_steps(const std::optional<double>& fraction, Heur
   cfg.heuristic = h;
   cfg.policy = policy;
   cfg.cost = CostModel::Flops;  // deterministic eviction choices
-  pool.configure(cfg);
-  struct Unconfigure {  // also when a budget too small throws
-    Pool& pool;
-    ~Unconfigure() { pool.configure(DtrConfig{}); }
-  } unconfigure{pool};
+  const testing::ScopedPoolConfig scoped(cfg);
   manual_seed(5);
   models::UnrolledGan gan({.noise_dim = 16, .generator_hidden = 32, .discriminator_hidden = 32},
                           {.unroll = 4});

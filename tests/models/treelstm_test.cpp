@@ -77,11 +77,7 @@ std::vector<float> train_five_steps(const std::optional<double>& fraction, Heuri
   cfg.heuristic = h;
   cfg.policy = policy;
   cfg.cost = CostModel::Flops;  // deterministic eviction choices
-  pool.configure(cfg);
-  struct Unconfigure {  // also when a budget too small throws
-    Pool& pool;
-    ~Unconfigure() { pool.configure(DtrConfig{}); }
-  } unconfigure{pool};
+  const testing::ScopedPoolConfig scoped(cfg);
   manual_seed(11);
   models::TreeLSTM net({.embedding_dim = 16, .hidden = 32});
   nn::Adam opt(net.parameters(), {.lr = 1e-2});

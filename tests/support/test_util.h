@@ -1,12 +1,12 @@
 // Test helpers shared by every suite: closeness checks that print the numbers involved, the
 // PyTorch fixture loader, and float64 finite-difference checks of first and second derivatives.
 #pragma once
+#include <gtest/gtest.h>
+
 #include <functional>
 #include <map>
 #include <string>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "remat.h"
 
@@ -19,7 +19,8 @@ namespace remat::testing {
 ::testing::AssertionResult bit_equal(const Tensor& a, const Tensor& b);
 
 // Succeeds when f throws remat::Error whose message contains every fragment (op name, shapes).
-::testing::AssertionResult throws_with(const std::function<void()>& f, std::vector<std::string> fragments);
+::testing::AssertionResult throws_with(const std::function<void()>& f,
+                                       std::vector<std::string> fragments);
 // A file path in the temporary directory unique to this process and the running test, so test
 // processes that ctest runs in parallel never share a file: <tmp>/<stem>_<pid>_<test><ext>.
 std::string unique_temp_path(const std::string& stem, const std::string& ext);
@@ -51,5 +52,15 @@ using Fn = std::function<Tensor(const std::vector<Tensor>&)>;
 
 // A float64 leaf with values uniform in [low, high), requiring grad.
 Tensor leaf64(const Shape& shape, std::uint64_t seed, double low = -1, double high = 1);
+
+// Configures the CPU pool for the scope of a test and restores the default configuration when
+// it ends, also when the test throws (an OutOfBudget from a budget too small).
+class ScopedPoolConfig {
+ public:
+  explicit ScopedPoolConfig(const DtrConfig& config) { Pool::of(Device::cpu()).configure(config); }
+  ~ScopedPoolConfig() { Pool::of(Device::cpu()).configure(DtrConfig{}); }
+  ScopedPoolConfig(const ScopedPoolConfig&) = delete;
+  ScopedPoolConfig& operator=(const ScopedPoolConfig&) = delete;
+};
 
 }  // namespace remat::testing
