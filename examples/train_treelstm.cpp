@@ -1,6 +1,6 @@
 // Trains a Child-Sum TreeLSTM on ListOps (generated, seeded: nn/listops.h) under a DTR budget.
 // Every batch is a different set of trees, so every step builds a different graph.
-// Usage: train_treelstm [--steps 6000] [--batch-size 128] [--group 8] [--budget 0.3]
+// Usage: train_treelstm [--steps 12000] [--batch-size 128] [--group 8] [--budget 0.3]
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstdio>
@@ -47,7 +47,7 @@ double accuracy(models::TreeLSTM& model, const std::vector<listops::Example>& ex
 int main(int argc, char** argv) {
   ensure_passive_threads(argc, argv);
   CLI::App app{"Train a TreeLSTM on generated ListOps expressions under a memory budget"};
-  long steps = 6000;
+  long steps = 12000;
   std::int64_t batch_size = 128, hidden = 128, embedding = 64;
   std::int64_t train_size = 300000, valid_size = 1000, test_size = 2000;
   double lr = 2e-3;
