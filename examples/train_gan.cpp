@@ -138,6 +138,10 @@ int main(int argc, char** argv) {
       nn::load(gan.discriminator(), resume_path + ".discriminator");
       nn::load(gan.discriminator_optimizer(), resume_path + ".discriminator.optim");
     }
+    // A resumed run continues the stream of batches where the saved one stopped (the steps the
+    // optimizer has taken); the learning-rate schedule starts over the new --steps.
+    const nn::ParamState* taken = gan.generator_optimizer().state(0, 0);
+    const long first_step = taken ? static_cast<long>(taken->step) : 0;
     std::vector<std::unique_ptr<nn::LRScheduler>> schedulers;
     if (schedule == "cosine") {
       schedulers.push_back(
@@ -174,8 +178,9 @@ int main(int argc, char** argv) {
     if (snapshot_due(0))
       snaps.push_back({0, gan.sample(eval_samples, eval_seed).to_vector<float>()});
     for (long step = 1; step <= steps; ++step) {
-      const Tensor real = models::sample_ring(batch_size, mix(seed, step, 0));
-      const Tensor noise = randn({batch_size, net.noise_dim}, {.seed = mix(seed, step, 1)});
+      const auto at = static_cast<std::uint64_t>(first_step + step);
+      const Tensor real = models::sample_ring(batch_size, mix(seed, at, 0));
+      const Tensor noise = randn({batch_size, net.noise_dim}, {.seed = mix(seed, at, 1)});
       const auto t0 = std::chrono::steady_clock::now();
       losses = gan.step(real, noise);
       for (auto& s : schedulers) s->step();

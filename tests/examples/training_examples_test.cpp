@@ -4,6 +4,7 @@
 // summary.
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "nn/mnist.h"
@@ -131,6 +132,32 @@ TEST(TrainGan, SameLossesUnderABudgetAndAPlot) {
   EXPECT_GT(std::filesystem::file_size(png), 1000u);
   std::filesystem::remove(png);
   std::filesystem::remove(png + ".dat");
+}
+
+// Two steps, saved, and two more resumed from the file end where four steps in one run end:
+// the resumed run continues the stream of batches (constant learning rates).
+TEST(TrainGan, ResumingContinuesTheRun) {
+  if (!std::filesystem::exists(std::string(REMAT_EXAMPLES_DIR) + "/train_gan"))
+    GTEST_SKIP() << "examples are not built (REMAT_BUILD_EXAMPLES=OFF)";
+  const std::string common =
+      "train_gan --unroll 2 --batch-size 32 --noise 8 --hidden 16 --discriminator-hidden 16 "
+      "--eval-samples 100 --eval-every 0 --schedule constant";
+  const std::string full = testing::unique_temp_path("gan_full", ".bin");
+  const std::string half = testing::unique_temp_path("gan_half", ".bin");
+  const std::string resumed = testing::unique_temp_path("gan_resumed", ".bin");
+  run_example(common + " --steps 4 --save " + full);
+  run_example(common + " --steps 2 --save " + half);
+  run_example(common + " --steps 2 --resume " + half + " --save " + resumed);
+  auto bytes = [](const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  for (const std::string suffix : {"", ".optim", ".discriminator", ".discriminator.optim"}) {
+    SCOPED_TRACE(suffix);
+    EXPECT_FALSE(bytes(full + suffix).empty());
+    EXPECT_EQ(bytes(full + suffix), bytes(resumed + suffix));
+    for (const auto& p : {full, half, resumed}) std::filesystem::remove(p + suffix);
+  }
 }
 
 }  // namespace
