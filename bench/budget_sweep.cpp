@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/constant_batch.h"
 #include "examples/common/flag_checks.h"
 #include "models/resnet.h"
 #include "nn/nn.h"
@@ -47,11 +48,7 @@ struct Workload {
   }
 };
 
-// A batch as a data loader delivers it: a constant, not a recomputable random draw.
-Tensor constant_copy(const Tensor& t) {
-  if (t.dtype() == DType::Int64) return tensor(t.to_vector<std::int64_t>(), t.shape());
-  return tensor(t.to_vector<float>(), t.shape());
-}
+using bench::constant_copy;
 
 // An MLP of `depth` hidden layers; `batch` rows of `in` features.
 Workload make_mlp(std::string name, std::int64_t in, std::int64_t width, int depth,

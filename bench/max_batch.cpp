@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/constant_batch.h"
 #include "dtr/config.h"
 #include "dtr/errors.h"
 #include "examples/common/flag_checks.h"
@@ -42,11 +43,7 @@ struct ModelSpec {
   Factory make;
 };
 
-// A batch as a data loader delivers it: a constant, not a recomputable random draw.
-Tensor constant_copy(const Tensor& t) {
-  if (t.dtype() == DType::Int64) return tensor(t.to_vector<std::int64_t>(), t.shape());
-  return tensor(t.to_vector<float>(), t.shape());
-}
+using bench::constant_copy;
 
 ModelSpec resnet_spec(int depth, std::int64_t batch) {
   return {fmt::format("resnet{}", depth), "batch", batch, [depth](std::int64_t n) {

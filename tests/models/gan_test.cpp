@@ -126,11 +126,7 @@ std::vector<double> train_four_steps(const std::optional<double>& fraction, Heur
                                      DeallocPolicy policy, std::size_t* peak = nullptr,
                                      std::optional<std::size_t> bytes = std::nullopt) {
   Pool& pool = Pool::of(Device::cpu());
-  DtrConfig cfg;
-  cfg.heuristic = h;
-  cfg.policy = policy;
-  cfg.cost = CostModel::Flops;  // deterministic eviction choices
-  const testing::ScopedPoolConfig scoped(cfg);
+  const testing::ScopedPoolConfig scoped(h, policy);  // deterministic eviction choices
   manual_seed(5);
   models::UnrolledGan gan({.noise_dim = 16, .generator_hidden = 32, .discriminator_hidden = 32},
                           {.unroll = 4});

@@ -73,11 +73,7 @@ std::vector<float> train_five_steps(const std::optional<double>& fraction, Heuri
                                     std::optional<std::size_t> bytes = std::nullopt,
                                     std::size_t* peak = nullptr) {
   Pool& pool = Pool::of(Device::cpu());
-  DtrConfig cfg;
-  cfg.heuristic = h;
-  cfg.policy = policy;
-  cfg.cost = CostModel::Flops;  // deterministic eviction choices
-  const testing::ScopedPoolConfig scoped(cfg);
+  const testing::ScopedPoolConfig scoped(h, policy);  // deterministic eviction choices
   manual_seed(11);
   models::TreeLSTM net({.embedding_dim = 16, .hidden = 32});
   nn::Adam opt(net.parameters(), {.lr = 1e-2});

@@ -58,9 +58,22 @@ Tensor leaf64(const Shape& shape, std::uint64_t seed, double low = -1, double hi
 class ScopedPoolConfig {
  public:
   explicit ScopedPoolConfig(const DtrConfig& config) { Pool::of(Device::cpu()).configure(config); }
+  // A heuristic and policy with the flops cost model: eviction choices that do not depend on
+  // measured times, so a run's replays are the same every time.
+  ScopedPoolConfig(Heuristic heuristic, DeallocPolicy policy)
+      : ScopedPoolConfig(deterministic(heuristic, policy)) {}
   ~ScopedPoolConfig() { Pool::of(Device::cpu()).configure(DtrConfig{}); }
   ScopedPoolConfig(const ScopedPoolConfig&) = delete;
   ScopedPoolConfig& operator=(const ScopedPoolConfig&) = delete;
+
+ private:
+  static DtrConfig deterministic(Heuristic heuristic, DeallocPolicy policy) {
+    DtrConfig c;
+    c.heuristic = heuristic;
+    c.policy = policy;
+    c.cost = CostModel::Flops;
+    return c;
+  }
 };
 
 }  // namespace remat::testing
