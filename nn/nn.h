@@ -14,4 +14,5 @@
 #include "nn/optim.h"
 #include "nn/sequential.h"
 #include "nn/serialize.h"
+#include "nn/text.h"
 #include "nn/transforms.h"

@@ -14,8 +14,10 @@ packages+=(clang libclang-rt-14-dev libomp-14-dev)
 packages+=(clang-format)
 # Fashion-MNIST for the main job and the data tests (which skip, saying so, without it).
 packages+=(dataset-fashion-mnist)
+# The fortunes corpus for the language models (examples/train_lm and its tests).
+packages+=(fortunes)
 # Optional extras: PyTorch for regenerating test fixtures and for bench/ comparisons.
-if [ "${REMAT_WITH_TORCH:-0}" = 1 ]; then packages+=(python3-torch); fi
+if [ "${REMAT_WITH_TORCH:-0}" = 1 ]; then packages+=(python3-torch libopenblas0-pthread); fi
 
 missing=()
 for p in "${packages[@]}"; do
