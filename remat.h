@@ -21,6 +21,7 @@
 #include "ops/norm.h"
 #include "ops/pool.h"
 #include "ops/reduce.h"
+#include "ops/rnn.h"
 #include "ops/softmax.h"
 #include "ops/sort.h"
 #include "ops/view.h"
