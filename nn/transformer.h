@@ -62,7 +62,9 @@ class MultiheadAttention : public Module {
                                    const AttentionMasks& masks = {});
   // Self-attention without masks.
   Tensor forward(const Tensor& x) override {
-    return forward(x, x, x, {.need_weights = false}).output;
+    AttentionMasks masks;
+    masks.need_weights = false;
+    return forward(x, x, x, masks).output;
   }
   void reset_parameters();
   const MultiheadAttentionOptions& options() const { return options_; }
