@@ -1,13 +1,15 @@
 // Our half of bench/compare_torch.sh: times training steps of the CIFAR ResNet-32 (batch 32,
 // 3x32x32) and of a 784-1024-1024-10 MLP (batch 128), both SGD with momentum 0.9 and cross
-// entropy, and of the small-op models of bench/small_op_models.h (lstm_cell, treelstm), on demand,
+// entropy, of the small-op models of bench/small_op_models.h (lstm_cell, treelstm) and of the
+// language models of bench/lm_workloads.h (lstm_lm, transformer_lm), on demand,
 // so the script can alternate us and PyTorch in rounds.  bench/compare_torch.py is the same
 // program written with PyTorch; keep the two in step.
 // Protocol: prints "ready" after warm-up; then each stdin line "<model> <steps>" runs that many
 // steps and prints "<model> <ms> <ms> ..."; "budget <model> <steps> <fraction>" runs them
 // unbudgeted and then under fraction x the unbudgeted step's peak and prints
 // "budget <model> <fraction> <median ms unbudgeted> <median ms budgeted> <search s> <steps>
-// <evictions> <recomputed ops> <budget bytes>"; "quit" or end of input stops.
+// <evictions> <recomputed ops> <budget bytes>" (or "budget <model> <fraction> infeasible
+// <message>" when a step runs out of budget); "quit" or end of input stops.
 // Usage: echo "mlp 5" | compare_ours --threads 1
 #include <CLI/CLI.hpp>
 #include <algorithm>
@@ -20,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/lm_workloads.h"
 #include "bench/small_op_models.h"
 #include "examples/common/flag_checks.h"
 #include "models/resnet.h"
@@ -76,9 +79,14 @@ std::string budgeted_run(const std::string& name, const std::function<double()>&
   const auto budget =
       static_cast<std::size_t>(fraction * static_cast<double>(pool.peak_resident_bytes()));
   pool.set_budget(budget);
-  step();  // settles the cache under the budget
-  pool.reset_stats();
-  for (int i = 0; i < steps; ++i) tight_ms.push_back(step());
+  try {
+    step();  // settles the cache under the budget
+    pool.reset_stats();
+    for (int i = 0; i < steps; ++i) tight_ms.push_back(step());
+  } catch (const OutOfBudget& e) {
+    // The worker's graph may be left half built: the script starts a fresh one per budget.
+    return fmt::format("budget {} {} infeasible {}", name, fraction, e.what());
+  }
   const DtrStats s = pool.stats();
   pool.set_budget(std::nullopt);
   return fmt::format("budget {} {} {:.3f} {:.3f} {:.4f} {} {} {} {}", name, fraction,
@@ -93,7 +101,7 @@ int main(int argc, char** argv) {
   CLI::App app{
       "Timed training steps of ResNet-32 and an MLP, served on stdin for compare_torch.sh"};
   int threads = 1, warmup = 3;
-  std::string only = "resnet32,mlp,lstm_cell,treelstm";
+  std::string only = "resnet32,mlp,lstm_cell,treelstm,lstm_lm,transformer_lm";
   app.add_option("--threads", threads, "CPU threads")
       ->check(examples::whole_in_range(1, max_threads()));
   app.add_option("--warmup", warmup, "untimed steps of each model before \"ready\"")
@@ -124,6 +132,8 @@ int main(int argc, char** argv) {
     std::map<std::string, bench::SmallOpModel> small;
     if (wanted("lstm_cell")) small.emplace("lstm_cell", bench::lstm_cell_model());
     if (wanted("treelstm")) small.emplace("treelstm", bench::treelstm_model());
+    if (wanted("lstm_lm")) small.emplace("lstm_lm", bench::lstm_lm_workload());
+    if (wanted("transformer_lm")) small.emplace("transformer_lm", bench::transformer_lm_workload());
     std::map<std::string, std::function<double()>> steppers;
     for (auto& [name, w] : workloads) steppers[name] = [&w] { return w.step(); };
     for (auto& [name, m] : small) steppers[name] = [&m] { return m.step(); };
@@ -147,7 +157,8 @@ int main(int argc, char** argv) {
       auto it = steppers.find(name);
       if (it == steppers.end() || steps <= 0 || (budget && !(fraction > 0 && fraction <= 1))) {
         std::printf(
-            "error: expected \"[budget] resnet32|mlp|lstm_cell|treelstm <steps> [fraction]\", "
+            "error: expected \"[budget] resnet32|mlp|lstm_cell|treelstm|lstm_lm|transformer_lm "
+            "<steps> [fraction]\", "
             "got \"%s\"\n",
             line.c_str());
         std::fflush(stdout);

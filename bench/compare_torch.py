@@ -4,7 +4,8 @@ The CIFAR ResNet-32 of models/resnet.cpp (3x3 convolutions without bias, batch n
 shortcuts that subsample and zero-pad channels, global average pooling, a linear head; batch 32,
 3x32x32) and a 784-1024-1024-10 MLP (batch 128), both SGD with momentum 0.9 and cross entropy,
 and the small-op models of bench/small_op_models.cpp (a hand-written LSTM, a binary TreeLSTM
-over the same LCG-drawn trees), Adam.  Protocol: prints "ready" after warm-up; then each stdin
+over the same LCG-drawn trees), Adam, and the language models of bench/lm_workloads.cpp
+(lstm_lm, transformer_lm on one fixed batch of random tokens, Adam).  Protocol: prints "ready" after warm-up; then each stdin
 line "<model> <steps>" runs that many steps and prints "<model> <ms> <ms> ..."; "quit" or end
 of input stops.
 Usage: echo "mlp 5" | /usr/bin/python3 bench/compare_torch.py --warmup 3
@@ -181,6 +182,46 @@ def treelstm_model():
     return SmallOpModel([emb, w_leaf, b_leaf, u, b_node, w_out, b_out], loss)
 
 
+VOCAB = 1000
+
+
+class LstmLm(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.embedding = nn.Embedding(VOCAB, 256)
+        self.lstm = nn.LSTM(256, 256, 1, batch_first=True)
+        self.head = nn.Linear(256, VOCAB)
+
+    def forward(self, x):
+        return self.head(self.lstm(self.embedding(x))[0])
+
+
+class TransformerLm(nn.Module):
+    def __init__(self, d=256, heads=4, ffn=1024, layers=4, max_len=128):
+        super().__init__()
+        self.embedding = nn.Embedding(VOCAB, d)
+        self.positions = nn.Embedding(max_len, d)
+        layer = nn.TransformerEncoderLayer(d, heads, ffn, dropout=0.0, batch_first=True)
+        self.encoder = nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
+        self.head = nn.Linear(d, VOCAB)
+
+    def forward(self, x):
+        length = x.shape[1]
+        mask = nn.Transformer.generate_square_subsequent_mask(length)
+        h = self.embedding(x) + self.positions(torch.arange(length))
+        return self.head(self.encoder(h, mask=mask))
+
+
+def lm_workload(model, batch, length):
+    tokens = torch.randint(0, VOCAB, (batch, length + 1))
+    inputs, targets = tokens[:, :length].contiguous(), tokens[:, 1:].contiguous()
+
+    def loss():
+        return F.cross_entropy(model(inputs).reshape(-1, VOCAB), targets.reshape(-1))
+
+    return SmallOpModel(list(model.parameters()), loss)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--threads", type=int, default=1)
@@ -198,6 +239,8 @@ def main():
         ),
         "lstm_cell": lstm_cell_model(),
         "treelstm": treelstm_model(),
+        "lstm_lm": lm_workload(LstmLm(), 16, 64),
+        "transformer_lm": lm_workload(TransformerLm(), 8, 128),
     }
     for w in workloads.values():
         for _ in range(args.warmup):

@@ -6,9 +6,12 @@
 # AVX-512) stay up and are alternated in rounds, so machine drift hits all of them alike.
 # Prints, per model, "MODEL ours_ms torch_ms ratio" with the faster PyTorch setting, the
 # default-settings time, and the MLP's GFLOP/s (forward + backward = 3 x 2 x MACs).  The small-op
-# models (lstm_cell, treelstm: bench/small_op_models.cpp) also run at two threads (MODEL@2, ours
-# against PyTorch's defaults), and ours alone under a budget of BUDGET_LSTM (0.3) and
-# BUDGET_TREELSTM (0.5) of each one's own peak, against our unbudgeted step, with the search time.
+# models (lstm_cell, treelstm: bench/small_op_models.cpp) and the language models (lstm_lm,
+# transformer_lm: bench/lm_workloads.cpp) also run at two threads (MODEL@2, ours against PyTorch's
+# defaults), and ours alone under budgets, each a fraction of the model's own peak, against our
+# unbudgeted step, with the search time: lstm_cell at BUDGET_LSTM (0.3), treelstm at
+# BUDGET_TREELSTM (0.5), both language models at 0.5 and 0.3.  Last, the smallest feasible
+# budget of each language model on a grid of 0.05 (a fresh worker per try, two steps each).
 # Usage: BUILD_DIR=build ROUNDS=4 STEPS=5 bench/compare_torch.sh
 set -euo pipefail
 
@@ -106,27 +109,47 @@ run_rounds() {
   for w in "${ws[@]}"; do echo quit >&"${in_fd[$w]}"; done
 }
 
-models=(resnet32 mlp lstm_cell treelstm)
+models=(resnet32 mlp lstm_cell treelstm lstm_lm transformer_lm)
 run_rounds workers models
 
-# Two threads, small-op models: ours against PyTorch at its defaults, alternated likewise.
-small=(lstm_cell treelstm)
+# Two threads, small-op and language models: ours against PyTorch at its defaults, alternated
+# likewise.
+small=(lstm_cell treelstm lstm_lm transformer_lm)
 workers2=(ours@2 torch@2)
 OMP_NUM_THREADS=2 MKL_NUM_THREADS=2 OPENBLAS_NUM_THREADS=2 REMAT_NUM_THREADS=2 \
-  start ours@2 "$ours" --threads 2 --warmup "$warmup" --models lstm_cell,treelstm
+  start ours@2 "$ours" --threads 2 --warmup "$warmup" --models lstm_cell,treelstm,lstm_lm,transformer_lm
 OMP_NUM_THREADS=2 MKL_NUM_THREADS=2 OPENBLAS_NUM_THREADS=2 \
   start torch@2 "$python" "$root/bench/compare_torch.py" --threads 2 --warmup "$warmup"
 run_rounds workers2 small
 
 # Under a budget: one worker per model, so each budget is a fraction of that model's own peak.
 budget_lines=()
-for spec in "lstm_cell ${BUDGET_LSTM:-0.3}" "treelstm ${BUDGET_TREELSTM:-0.5}"; do
-  set -- $spec
-  start "budget_$1" "$ours" --threads 1 --warmup "$warmup" --models "$1"
-  echo "budget $1 $((rounds * steps)) $2" >&"${in_fd[budget_$1]}"
-  read -r -t 1800 -u "${out_fd[budget_$1]}" line || die "budgeted $1 stopped: $(cat "$tmp/budget_$1.err")"
-  echo quit >&"${in_fd[budget_$1]}"
+# Usage: run_budget MODEL FRACTION STEPS; appends the worker's answer to budget_lines.
+run_budget() {
+  local name="budget_$1_${2/./_}" line
+  start "$name" "$ours" --threads 1 --warmup "$warmup" --models "$1"
+  echo "budget $1 $3 $2" >&"${in_fd[$name]}"
+  read -r -t 1800 -u "${out_fd[$name]}" line || die "budgeted $1 stopped: $(cat "$tmp/$name.err")"
+  echo quit >&"${in_fd[$name]}"
   budget_lines+=("$line")
+}
+for spec in "lstm_cell ${BUDGET_LSTM:-0.3}" "treelstm ${BUDGET_TREELSTM:-0.5}" "lstm_lm 0.5" \
+  "lstm_lm 0.3" "transformer_lm 0.5" "transformer_lm 0.3"; do
+  set -- $spec
+  run_budget "$1" "$2" $((rounds * steps))
+done
+# The smallest feasible fraction: down from 0.25 until a step runs out of budget.
+smallest=()
+for model in lstm_lm transformer_lm; do
+  ok=none
+  for f in 0.25 0.20 0.15 0.10 0.05; do
+    run_budget "$model" "$f" 2
+    set -- ${budget_lines[-1]}
+    unset 'budget_lines[-1]'
+    [[ $4 = infeasible ]] && break
+    ok=$f
+  done
+  smallest+=("$model $ok")
 done
 wait
 
@@ -162,7 +185,13 @@ awk -v g="$mlp_gflop" -v o="$(median "$tmp/ours.mlp")" -v d="$(median "$tmp/torc
 echo "BUDGET model fraction ours_unbudgeted_ms ours_budgeted_ms slowdown search_share evictions recomputed_ops budget_bytes"
 for line in "${budget_lines[@]}"; do
   set -- $line
+  if [[ $4 = infeasible ]]; then
+    echo "BUDGET $2 $3 infeasible: ${*:5}"
+    continue
+  fi
   awk -v m="$2" -v f="$3" -v u="$4" -v b="$5" -v s="$6" -v n="$7" -v e="$8" -v r="$9" -v bb="${10}" 'BEGIN {
     printf "BUDGET %s %s %.2f %.2f %.2fx %.1f%% %d %d %d\n", m, f, u, b, b / u, 100 * s / (n * b / 1e3), e, r, bb
   }'
 done
+echo "SMALLEST model fraction (the smallest of 0.25, 0.20, ... 0.05 at which two steps ran)"
+for line in "${smallest[@]}"; do echo "SMALLEST $line"; done

@@ -208,8 +208,9 @@ LSTMOutput LSTM::forward(const Tensor& x, const std::optional<LSTMState>& state)
     const Tensor w_hh = param("weight_hh" + s);
     Tensor h = hs[k], c = cs[k];
     outs.clear();
+    const std::vector<Tensor> xs = unbind(xw, 0);
     for (std::int64_t t = 0; t < steps; ++t) {
-      std::tie(h, c) = lstm_cell(select(xw, 0, t), linear(h, w_hh), c);
+      std::tie(h, c) = lstm_cell(xs[t], linear(h, w_hh), c);
       outs.push_back(h);
     }
     hs[k] = h, cs[k] = c;
@@ -248,8 +249,9 @@ GRUOutput GRU::forward(const Tensor& x, const Tensor& h0) {
     const Tensor w_hh = param("weight_hh" + s), b_hh = param_or_none(*this, "bias_hh" + s, o.bias);
     Tensor h = hs[k];
     outs.clear();
+    const std::vector<Tensor> xs = unbind(xw, 0);
     for (std::int64_t t = 0; t < steps; ++t) {
-      h = gru_step(select(xw, 0, t), h, w_hh, b_hh);
+      h = gru_step(xs[t], h, w_hh, b_hh);
       outs.push_back(h);
     }
     hs[k] = h;

@@ -151,13 +151,12 @@ void call_into(const std::shared_ptr<const Op>& op, std::span<const Tensor> inpu
 
   REMAT_CHECK(!out_metas.empty() || !inputs.empty(), "{}: an op call without inputs or outputs",
               op->name());
-  REMAT_CHECK(!op->is_view() || (!inputs.empty() && out_metas.size() == 1),
-              "{}: a view op takes an input and returns one output", op->name());
+  REMAT_CHECK(!op->is_view() || !inputs.empty(), "{}: a view op takes an input", op->name());
   outputs.clear();
   outputs.reserve(out_metas.size());
   double seconds = 0;
   if (op->is_view()) {
-    outputs.push_back(wrap(std::move(out_metas[0]), inputs[0].storage()));
+    for (auto& m : out_metas) outputs.push_back(wrap(std::move(m), inputs[0].storage()));
   } else {
     const Device device = out_metas.empty() ? inputs[0].device() : out_metas[0].device;
     Pool& pool = Pool::of(device);

@@ -67,6 +67,33 @@ class CatOp final : public Op {
   std::int64_t dim_;
 };
 
+// Every index of `dim` as its own view of the input: one op with one output per index, whose
+// derivative is one stack of the gradients.  (A select per index would give each its own
+// full-size slice_backward: quadratic in the number of pieces for a sequence read step by step.)
+class UnbindView final : public Op {
+ public:
+  explicit UnbindView(std::int64_t dim) : dim_(dim) {}
+  std::string_view name() const override { return "unbind"; }
+  bool is_view() const override { return true; }
+  std::vector<TensorMeta> infer(std::span<const TensorMeta> in) const override {
+    TensorMeta piece = in[0];
+    const std::int64_t n = piece.shape[dim_], stride = piece.strides[dim_];
+    piece.shape.erase(piece.shape.begin() + dim_);
+    piece.strides.erase(piece.strides.begin() + dim_);
+    std::vector<TensorMeta> out;
+    out.reserve(static_cast<std::size_t>(n));
+    for (std::int64_t i = 0; i < n; ++i, piece.offset += stride) out.push_back(piece);
+    return out;
+  }
+  void cpu(std::span<const KernelArg>, std::span<const KernelArg>) const override {}
+  std::vector<Tensor> backward(const BackwardContext& c) const override {
+    return {stack(std::vector<Tensor>(c.grad_outputs.begin(), c.grad_outputs.end()), dim_)};
+  }
+
+ private:
+  std::int64_t dim_;
+};
+
 }  // namespace
 
 Tensor cat(const std::vector<Tensor>& tensors, std::int64_t dim) {
@@ -145,6 +172,14 @@ std::vector<Tensor> chunk(const Tensor& t, std::int64_t chunks, std::int64_t dim
   // An empty dim gives `chunks` empty pieces, as torch.chunk does.
   if (n == 0) return split(t, std::vector<std::int64_t>(chunks, 0), d);
   return split(t, (n + chunks - 1) / chunks, d);
+}
+
+std::vector<Tensor> unbind(const Tensor& t, std::int64_t dim) {
+  REMAT_CHECK(t.defined(), "unbind: the tensor is undefined");
+  REMAT_CHECK(t.dim() > 0, "unbind: cannot unbind a 0-dim tensor");
+  const auto d = wrap_dim("unbind", dim, t.dim());
+  if (t.shape()[d] == 0) return {};
+  return call(std::make_shared<UnbindView>(d), {t});
 }
 
 }  // namespace remat

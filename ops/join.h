@@ -1,5 +1,6 @@
 // Joining tensors along a dim and splitting one into pieces, as torch.cat/stack/split/chunk.
-// The pieces split and chunk return are views sharing the input's cell (slices).
+// The pieces split, chunk and unbind return are views sharing the input's cell; unbind's come
+// from one op, so reading a long sequence step by step costs one stack in the backward pass.
 // Usage: auto y = cat({a, b}, 1); auto parts = chunk(y, 2, 1); auto s = stack({a, b}, 0);
 #pragma once
 #include <cstdint>
@@ -20,5 +21,7 @@ std::vector<Tensor> split(const Tensor& t, const std::vector<std::int64_t>& size
                           std::int64_t dim = 0);
 // At most `chunks` pieces of ceil(size / chunks) along dim, as torch.chunk.
 std::vector<Tensor> chunk(const Tensor& t, std::int64_t chunks, std::int64_t dim = 0);
+// Every index along dim as its own tensor, as torch.unbind (an empty dim gives none).
+std::vector<Tensor> unbind(const Tensor& t, std::int64_t dim = 0);
 
 }  // namespace remat

@@ -41,8 +41,8 @@ class Op : public Producer, public BackwardFunction {
   virtual bool zero_derivative() const { return false; }
   virtual SaveSpec saves() const { return {}; }
 
-  // A view op's single output aliases input 0's cell through the metadata infer returns; no
-  // kernel runs and nothing is allocated.
+  // A view op's outputs (one, or several as unbind's) alias input 0's cell through the metadata
+  // infer returns; no kernel runs and nothing is allocated.
   virtual bool is_view() const { return false; }
   // Deterministic cost in floating-point operations, for cost models and benchmarks.
   virtual double flops(std::span<const TensorMeta> inputs,

@@ -55,6 +55,17 @@ TEST(BadFlags, GanFlagsNameTheirRange) {
   EXPECT_TRUE(refused(gan, "--plot /nonexistent/dir/x.png --steps 1", {"/nonexistent/dir"}));
 }
 
+TEST(BadFlags, LanguageModelFlagsNameTheirRange) {
+  const std::string lm = kExamples + "/train_lm";
+  if (!std::filesystem::exists(lm)) GTEST_SKIP() << "examples are not built";
+  EXPECT_TRUE(refused(lm, "--model gru", {"--model", "gru"}));
+  EXPECT_TRUE(refused(lm, "--length 0", {"--length", "from 1 to"}));
+  EXPECT_TRUE(refused(lm, "--dropout 1", {"--dropout"}));
+  EXPECT_TRUE(refused(lm, "--data-dir /nonexistent/fortunes --steps 1",
+                      {"/nonexistent/fortunes", "fortunes"}));
+  EXPECT_TRUE(refused(lm, "--model transformer --d-model 30 --heads 4 --steps 1", {"30", "4"}));
+}
+
 TEST(BadFlags, TrainingFlagsNameTheirRange) {
   if (!std::filesystem::exists(kResnet)) GTEST_SKIP() << "examples are not built";
   EXPECT_TRUE(refused(kResnet, "--threads 100000", {"--threads", "from 1 to"}));

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "nn/mnist.h"
+#include "nn/text.h"
 #include "support/test_util.h"
 
 namespace remat {
@@ -101,6 +102,34 @@ TEST(TrainTreeLstm, SameFinalLossUnderATightBudget) {
   EXPECT_GT(plain["max_nodes"].get<long>(), 3);
   EXPECT_GT(tight["evictions"].get<long>(), 0);
   EXPECT_LE(tight["peak_resident_bytes"].get<double>(), tight["budget_bytes"].get<double>());
+}
+
+// Both language models on fortunes: a short run gives the same loss and validation bits per
+// character under a budget that evicts as without one, and reports its validation curve.
+TEST(TrainLm, SameLossAndValidationBpcUnderABudget) {
+  if (!std::filesystem::exists(std::string(REMAT_EXAMPLES_DIR) + "/train_lm"))
+    GTEST_SKIP() << "examples are not built (REMAT_BUILD_EXAMPLES=OFF)";
+  if (!std::filesystem::exists(nn::kFortunesDir))
+    GTEST_SKIP() << "the fortunes corpus is not installed (apt-get install fortunes)";
+  for (const std::string model : {"lstm", "transformer"}) {
+    SCOPED_TRACE(model);
+    const std::string common = "train_lm --model " + model +
+                               " --steps 5 --batch-size 8 --length 64 --embedding 16 --hidden 64 "
+                               "--d-model 32 --heads 4 --ffn 64 --layers 4 --warmup 2 "
+                               "--eval-every 2 --valid-batches 3 --seed 4";
+    const auto plain = run_example(common + " --budget none");
+    const auto tight = run_example(common + " --budget 0.5");
+    EXPECT_EQ(plain["model"], model + "_lm");
+    EXPECT_EQ(plain["steps"].get<long>(), 5);
+    EXPECT_EQ(plain["final_loss"].get<double>(), tight["final_loss"].get<double>());
+    EXPECT_EQ(plain["valid_bpc"].get<double>(), tight["valid_bpc"].get<double>());
+    // Near log2(256) = 8 bits after five steps from a random start, and finite.
+    EXPECT_GT(plain["valid_bpc"].get<double>(), 4.0);
+    EXPECT_LT(plain["valid_bpc"].get<double>(), 9.0);
+    EXPECT_EQ(plain["valid_curve"].size(), 3u);  // steps 2, 4 and the end
+    EXPECT_GT(tight["evictions"].get<long>(), 0);
+    EXPECT_LE(tight["peak_resident_bytes"].get<double>(), tight["budget_bytes"].get<double>());
+  }
 }
 
 // The Unrolled GAN: a short run gives the same losses and sample figures under a budget that

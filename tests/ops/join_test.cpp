@@ -1,4 +1,5 @@
-// cat, stack, split and chunk (ops/join.h) against PyTorch: values, views, gradients, errors.
+// cat, stack, split, chunk and unbind (ops/join.h) against PyTorch: values, views, gradients,
+// errors.
 #include "ops/join.h"
 
 #include <functional>
@@ -190,6 +191,43 @@ TEST(JoinOps, CatOfManyInputsIsOneOpWithAGradientForEach) {
   auto grads = grad({sum(mul(y, w))}, parts);
   ASSERT_EQ(grads.size(), 40u);
   for (int i = 0; i < 40; ++i) EXPECT_TRUE(bit_equal(grads[i], slice(w, 0, i, i + 1))) << i;
+}
+
+// unbind: views equal to select at every index (along any dim), one op however many pieces,
+// a gradient and second derivative that match finite differences, and clear errors.
+TEST(JoinOps, UnbindGivesEverySelectAsOneOp) {
+  const Tensor x = leaf64({3, 40, 2}, 610);
+  for (std::int64_t dim : {0, 1, -1}) {
+    const auto parts = unbind(x, dim);
+    ASSERT_EQ(static_cast<std::int64_t>(parts.size()), x.size(dim)) << dim;
+    for (std::size_t i = 0; i < parts.size(); ++i) {
+      EXPECT_TRUE(bit_equal(parts[i], select(x, dim, static_cast<std::int64_t>(i)))) << dim;
+      EXPECT_EQ(parts[i].storage(), x.storage());  // a view
+    }
+  }
+  // 40 pieces, more than an op's 32-bit save masks: each piece gets its own gradient row.
+  const auto parts = unbind(x, 1);
+  Tensor loss;
+  for (std::size_t i = 0; i < parts.size(); i += 3) {
+    const Tensor term = mul(sum(parts[i]), static_cast<double>(i + 1));
+    loss = loss.defined() ? add(loss, term) : term;
+  }
+  const Tensor g = grad({loss}, {x})[0];
+  for (std::int64_t i = 0; i < 40; ++i) {
+    const double want = i % 3 == 0 ? static_cast<double>(i + 1) : 0.0;
+    EXPECT_TRUE(bit_equal(select(g, 1, i), full({3, 2}, want, {.dtype = DType::Float64}))) << i;
+  }
+  auto fn = [](const std::vector<Tensor>& in) {
+    const auto p = unbind(in[0], 1);
+    return add(mul(p[0], p[2]), p[1]);
+  };
+  const Tensor y = leaf64({2, 3, 4}, 611);
+  EXPECT_TRUE(gradcheck(fn, {y}));
+  EXPECT_TRUE(
+      gradgradcheck([&](const std::vector<Tensor>& in) { return mul(fn(in), fn(in)); }, {y}));
+  EXPECT_TRUE(unbind(zeros({2, 0}), 1).empty());
+  EXPECT_TRUE(throws_with([] { unbind(zeros({})); }, {"unbind", "0-dim"}));
+  EXPECT_TRUE(throws_with([] { unbind(zeros({2, 3}), 2); }, {"unbind", "dim"}));
 }
 
 }  // namespace
