@@ -109,6 +109,28 @@ class SumOp final : public Op {
       const T* x = in[0].data<T>();
       T* y = out[0].data<T>();
       const bool contiguous_inner = !g.red_shape.empty() && g.red_strides.back() == 1;
+      if (leading_reduction(*in[0].meta)) {
+        // Reducing the leading dims of a contiguous tensor (bias gradients): rows added into a
+        // block of accumulators walk memory in order, where one strided column per output
+        // would miss the cache on every element.  Each column still sums its rows in order,
+        // so the bits are those of the general path.
+        const std::int64_t rows = g.reduced, cols = g.outputs;
+        parallel_for(0, cols, std::max<std::int64_t>(64, 16384 / std::max<std::int64_t>(rows, 1)),
+                     [&](std::int64_t b, std::int64_t e) {
+                       constexpr std::int64_t kBlock = 256;
+                       Acc<T> acc[kBlock];
+                       for (std::int64_t c0 = b; c0 < e; c0 += kBlock) {
+                         const std::int64_t w = std::min(kBlock, e - c0);
+                         std::fill(acc, acc + w, Acc<T>(0));
+                         for (std::int64_t r = 0; r < rows; ++r) {
+                           const T* row = x + r * cols + c0;
+                           for (std::int64_t j = 0; j < w; ++j) acc[j] += row[j];
+                         }
+                         for (std::int64_t j = 0; j < w; ++j) y[c0 + j] = static_cast<T>(acc[j]);
+                       }
+                     });
+        return;
+      }
       parallel_for(0, g.outputs,
                    std::max<std::int64_t>(1, 16384 / std::max<std::int64_t>(g.reduced, 1)),
                    [&](std::int64_t b, std::int64_t e) {
@@ -139,6 +161,15 @@ class SumOp final : public Op {
   }
 
  private:
+  // A contiguous input reduced over dims 0..r-1 only, with some dims kept after them.
+  bool leading_reduction(const TensorMeta& in) const {
+    if (!in.is_contiguous() || dims_.empty() || static_cast<std::int64_t>(dims_.size()) >= in.dim())
+      return false;
+    for (std::size_t i = 0; i < dims_.size(); ++i)
+      if (dims_[i] != static_cast<std::int64_t>(i)) return false;
+    return true;
+  }
+
   std::vector<std::int64_t> dims_;
   bool keepdim_;
 };

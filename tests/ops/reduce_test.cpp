@@ -125,6 +125,22 @@ TEST(ReduceOps, Int64ReductionsMatchPyTorch) {
   EXPECT_TRUE(bit_equal(argmin(x, 1), c["argmin_1"]));
 }
 
+// Summing the leading dims of a contiguous tensor takes a row-wise path; a strided copy of the
+// same values takes the general one.  Both add each column's rows in order: the same bits, at
+// widths around the path's block of 256 columns and for both float dtypes.
+TEST(ReduceOps, LeadingDimSumsAreBitIdenticalToTheGeneralPath) {
+  for (DType dtype : {DType::Float32, DType::Float64}) {
+    for (std::int64_t cols : {2, 7, 256, 300, 1000}) {
+      const Tensor x = uniform({37, 3, cols}, -1, 1, {.dtype = dtype, .seed = 77});
+      // The same values behind strides that are not contiguous.
+      const Tensor strided = permute(contiguous(permute(x, {2, 0, 1})), {1, 2, 0});
+      ASSERT_FALSE(strided.is_contiguous());
+      EXPECT_TRUE(bit_equal(sum(x, {0, 1}), sum(strided, {0, 1}))) << cols;
+      EXPECT_TRUE(bit_equal(sum(x, {0}), sum(strided, {0}))) << cols;
+    }
+  }
+}
+
 TEST(ReduceOps, ShapesWithAndWithoutKeepdim) {
   Tensor x = zeros({2, 3, 4, 5});
   EXPECT_EQ(sum(x, {1, 3}).shape(), (Shape{2, 4}));
