@@ -25,8 +25,9 @@ void for_chunks(std::int64_t n, F&& f) {
   if (j < n) f(j, n - j);
 }
 
+// Inlined: called per chunk of 8, a call each would cost as much as the arithmetic.
 template <class T>
-Chunk<T> load(const T* p, std::int64_t w) {
+[[gnu::always_inline]] inline Chunk<T> load(const T* p, std::int64_t w) {
   if (w == 8) return Eigen::Map<const Chunk<T>>(p);
   Chunk<T> r = Chunk<T>::Zero();
   for (std::int64_t l = 0; l < w; ++l) r[l] = p[l];
@@ -34,7 +35,7 @@ Chunk<T> load(const T* p, std::int64_t w) {
 }
 
 template <class T>
-void store(T* p, const Chunk<T>& v, std::int64_t w) {
+[[gnu::always_inline]] inline void store(T* p, const Chunk<T>& v, std::int64_t w) {
   if (w == 8) {
     Eigen::Map<Chunk<T>> m(p);
     m = v;
@@ -44,7 +45,7 @@ void store(T* p, const Chunk<T>& v, std::int64_t w) {
 }
 
 template <class T>
-Chunk<T> sigmoid_chunk(const Chunk<T>& x) {
+[[gnu::always_inline]] inline Chunk<T> sigmoid_chunk(const Chunk<T>& x) {
   return T(1) / (T(1) + (-x).exp());
 }
 
@@ -52,7 +53,8 @@ Chunk<T> sigmoid_chunk(const Chunk<T>& x) {
 template <class T>
 struct Gates {
   Chunk<T> i, f, g, o;
-  Gates(const T* gx, const T* gh, std::int64_t hidden, std::int64_t j, std::int64_t w) {
+  [[gnu::always_inline]] Gates(const T* gx, const T* gh, std::int64_t hidden, std::int64_t j,
+                               std::int64_t w) {
     auto pre = [&](std::int64_t k) {
       return Chunk<T>(load(gx + k * hidden + j, w) + load(gh + k * hidden + j, w));
     };
