@@ -78,9 +78,9 @@ std::string budgeted_run(const std::string& name, const std::function<double()>&
   step();
   const auto budget =
       static_cast<std::size_t>(fraction * static_cast<double>(pool.peak_resident_bytes()));
-  pool.set_budget(budget);
   try {
-    step();  // settles the cache under the budget
+    pool.set_budget(budget);  // throws when the constants alone exceed it
+    step();                   // settles the cache under the budget
     pool.reset_stats();
     for (int i = 0; i < steps; ++i) tight_ms.push_back(step());
   } catch (const OutOfBudget& e) {

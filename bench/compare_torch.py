@@ -93,8 +93,8 @@ class SmallOpModel:
 
     def step(self):
         t0 = time.perf_counter()
-        loss = self.loss()
         self.optimizer.zero_grad(set_to_none=True)
+        loss = self.loss()
         loss.backward()
         loss.item()
         self.optimizer.step()

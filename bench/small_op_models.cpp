@@ -43,8 +43,9 @@ int build(Lcg& rng, std::int64_t leaves, std::vector<TreeNode>& out) {
 double SmallOpModel::step() {
   const auto t0 = std::chrono::steady_clock::now();
   {
-    Tensor l = loss();
+    // The last step's gradients go before the forward, so they take no memory while it runs.
     optimizer->zero_grad();
+    Tensor l = loss();
     backward(l);
     (void)l.item<float>();
   }

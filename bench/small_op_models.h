@@ -17,8 +17,8 @@ struct SmallOpModel {
   std::function<Tensor()> loss;  // builds one step's graph and returns the loss
   std::vector<Tensor> params;
   std::unique_ptr<nn::Adam> optimizer;
-  // One training step in milliseconds, PyTorch's idiom (backward frees the graph before the
-  // optimizer's in-place update).
+  // One training step in milliseconds: zero_grad, forward, backward (which frees the graph
+  // before the optimizer's in-place update), step.
   double step();
 };
 

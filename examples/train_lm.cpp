@@ -12,6 +12,7 @@
 #include "core/random.h"
 #include "examples/common/dtr_flags.h"
 #include "examples/common/progress.h"
+#include "examples/common/run_flags.h"
 #include "models/lm.h"
 #include "nn/clip_grad.h"
 #include "nn/lr_scheduler.h"
@@ -48,15 +49,14 @@ int main(int argc, char** argv) {
   long steps = 2000;
   double minutes = 0;
   std::int64_t batch_size = 32, length = 128;
-  std::int64_t embedding = 256, hidden = 512, layers = 1;
-  std::int64_t d_model = 256, heads = 4, feedforward = 1024;
+  std::int64_t embedding = 64, hidden = 256, layers = 0;
+  std::int64_t d_model = 128, heads = 4, feedforward = 512;
   double dropout = 0, lr = 2e-3, clip = 1.0;
   long warmup = 100, eval_every = 250;
   std::int64_t valid_batches = 0;
-  std::uint64_t seed = 0;
-  int threads = num_threads();
-  std::string data_dir = nn::kFortunesDir, save_path, resume_path;
+  std::string data_dir = nn::kFortunesDir;
   examples::DtrFlags dtr;
+  examples::RunFlags run;
   using examples::whole_in_range;
   app.add_option("--model", model_name, "lstm or transformer")
       ->check(CLI::IsMember({"lstm", "transformer"}));
@@ -73,8 +73,8 @@ int main(int argc, char** argv) {
       ->check(whole_in_range<std::int64_t>(1, 1 << 16));
   app.add_option("--hidden", hidden, "LSTM: state size")
       ->check(whole_in_range<std::int64_t>(1, 1 << 16));
-  app.add_option("--layers", layers, "LSTM or encoder layers")
-      ->check(whole_in_range<std::int64_t>(1, 1024));
+  app.add_option("--layers", layers, "LSTM or encoder layers (0: 1 for lstm, 4 for transformer)")
+      ->check(whole_in_range<std::int64_t>(0, 1024));
   app.add_option("--d-model", d_model, "Transformer: model width")
       ->check(whole_in_range<std::int64_t>(1, 1 << 16));
   app.add_option("--heads", heads, "Transformer: attention heads (must divide --d-model)")
@@ -95,25 +95,20 @@ int main(int argc, char** argv) {
                  "evaluate on the first N validation batches only (0: the whole split)")
       ->check(whole_in_range<std::int64_t>(0, examples::kMaxCount));
   app.add_option("--data-dir", data_dir, "folder of the fortunes text files");
-  app.add_option("--seed", seed, "seed for initialisation and data order");
-  app.add_option("--threads", threads, "CPU threads")->check(whole_in_range(1, max_threads()));
-  app.add_option("--save", save_path, "save model and optimizer state here at the end");
-  app.add_option("--resume", resume_path, "load model and optimizer state from here first");
+  run.add_to(app);
   dtr.add_to(app);
   CLI11_PARSE(app, argc, argv);
 
   try {
-    set_num_threads(threads);
-    manual_seed(seed);
-    if (!save_path.empty())
-      nn::check_save_path(save_path), nn::check_save_path(save_path + ".optim");
+    run.begin();
     const nn::TextCorpus corpus = nn::load_fortunes(data_dir);
     nn::SequenceLoader loader(corpus.train,
-                              {.batch_size = batch_size, .length = length, .seed = seed});
+                              {.batch_size = batch_size, .length = length, .seed = run.seed});
     const auto valid = nn::contiguous_batches(
         corpus.valid, batch_size, length,
         valid_batches > 0 ? std::optional<std::int64_t>(valid_batches) : std::nullopt);
 
+    if (layers == 0) layers = model_name == "lstm" ? 1 : 4;
     std::shared_ptr<nn::Module> model;
     if (model_name == "lstm")
       model = std::make_shared<models::LstmLm>(models::LstmLmOptions{
@@ -129,10 +124,7 @@ int main(int argc, char** argv) {
     std::int64_t parameter_count = 0;
     for (const auto& p : model->parameters()) parameter_count += p.numel();
     nn::Adam optimizer(model->parameters(), {.lr = lr});
-    if (!resume_path.empty()) {
-      nn::load(*model, resume_path);
-      nn::load(optimizer, resume_path + ".optim");
-    }
+    run.resume(*model, optimizer);
     std::unique_ptr<nn::LinearLR> scheduler;
     if (warmup > 0) scheduler = std::make_unique<nn::LinearLR>(optimizer, 0.01, 1.0, warmup);
 
@@ -157,9 +149,9 @@ int main(int argc, char** argv) {
       const nn::SequenceBatch batch = loader.next();
       const auto t0 = std::chrono::steady_clock::now();
       {
+        optimizer.zero_grad();  // before the forward: the old gradients take no memory there
         const Tensor loss =
             models::language_model_loss(model->forward(batch.inputs), batch.targets);
-        optimizer.zero_grad();
         backward(loss);
         loss_value = loss.item<double>();
       }
@@ -183,10 +175,7 @@ int main(int argc, char** argv) {
     progress.finish();
     valid_bpc = evaluate(done);
     const nlohmann::json dtr_json = examples::dtr_summary(pool, dtr);
-    if (!save_path.empty()) {
-      nn::save(*model, save_path);
-      nn::save(optimizer, save_path + ".optim");
-    }
+    run.save(*model, optimizer);
     nlohmann::json summary = {{"model", model_name + "_lm"},
                               {"steps", done},
                               {"final_loss", loss_value},
@@ -197,7 +186,7 @@ int main(int argc, char** argv) {
                               {"batch_size", batch_size},
                               {"length", length},
                               {"lr", lr},
-                              {"threads", threads},
+                              {"threads", run.threads},
                               {"valid_curve", curve}};
     summary.update(dtr_json);
     std::printf("%s\n", summary.dump().c_str());

@@ -10,6 +10,7 @@
 #include "core/random.h"
 #include "examples/common/dtr_flags.h"
 #include "examples/common/progress.h"
+#include "examples/common/run_flags.h"
 #include "models/treelstm.h"
 #include "nn/listops.h"
 #include "nn/nn.h"
@@ -54,11 +55,9 @@ int main(int argc, char** argv) {
   long eval_every = 500;
   std::int64_t group = 8;
   std::string schedule = "cosine";
-  std::uint64_t seed = 0;
-  int threads = num_threads();
-  std::string save_path, resume_path;
   listops::GeneratorOptions data;
   examples::DtrFlags dtr;
+  examples::RunFlags run;
   using examples::whole_in_range;
   app.add_option("--steps", steps, "training steps (batches)")
       ->check(whole_in_range(1L, examples::kMaxSteps));
@@ -90,18 +89,12 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"cosine", "constant"}));
   app.add_option("--eval-every", eval_every, "validation accuracy every N steps (0: never)")
       ->check(whole_in_range(0L, examples::kMaxSteps));
-  app.add_option("--seed", seed, "seed for initialisation and data order");
-  app.add_option("--threads", threads, "CPU threads")->check(whole_in_range(1, max_threads()));
-  app.add_option("--save", save_path, "save model and optimizer state here at the end");
-  app.add_option("--resume", resume_path, "load model and optimizer state from here first");
+  run.add_to(app);
   dtr.add_to(app);
   CLI11_PARSE(app, argc, argv);
 
   try {
-    set_num_threads(threads);
-    manual_seed(seed);
-    if (!save_path.empty())
-      nn::check_save_path(save_path), nn::check_save_path(save_path + ".optim");
+    run.begin();
     const auto train =
         listops::make_split(listops::Split::Train, static_cast<std::size_t>(train_size), data);
     const auto valid =
@@ -111,10 +104,7 @@ int main(int argc, char** argv) {
 
     models::TreeLSTM model({.embedding_dim = embedding, .hidden = hidden});
     nn::Adam optimizer(model.parameters(), {.lr = lr});
-    if (!resume_path.empty()) {
-      nn::load(model, resume_path);
-      nn::load(optimizer, resume_path + ".optim");
-    }
+    run.resume(model, optimizer);
 
     std::unique_ptr<nn::LRScheduler> scheduler;
     if (schedule == "cosine") scheduler = std::make_unique<nn::CosineAnnealingLR>(optimizer, steps);
@@ -125,7 +115,7 @@ int main(int argc, char** argv) {
     const std::size_t eval_batch = group > 0 ? static_cast<std::size_t>(group) : 256;
     // Data order: a seeded permutation of the training set per epoch.
     std::vector<std::size_t> order(train.size());
-    listops::Rng shuffle(seed * 0x9E3779B97F4A7C15ull + 1);
+    listops::Rng shuffle(run.seed * 0x9E3779B97F4A7C15ull + 1);
     std::size_t next = order.size();
     std::size_t max_nodes = 0;
     double loss_value = 0, acc = 0, train_ms = 0;
@@ -185,10 +175,7 @@ int main(int argc, char** argv) {
     progress.finish();
     const nlohmann::json dtr_json = examples::dtr_summary(pool, dtr);
     const double test_accuracy = accuracy(model, test, eval_batch);
-    if (!save_path.empty()) {
-      nn::save(model, save_path);
-      nn::save(optimizer, save_path + ".optim");
-    }
+    run.save(model, optimizer);
     nlohmann::json summary = {{"model", "treelstm"},
                               {"steps", steps},
                               {"final_loss", loss_value},
@@ -200,7 +187,7 @@ int main(int argc, char** argv) {
                               {"group", group},
                               {"lr", lr},
                               {"schedule", schedule},
-                              {"threads", threads},
+                              {"threads", run.threads},
                               {"valid_curve", curve}};
     summary.update(dtr_json);
     std::printf("%s\n", summary.dump().c_str());

@@ -131,7 +131,7 @@ TEST(ReduceOps, Int64ReductionsMatchPyTorch) {
 TEST(ReduceOps, LeadingDimSumsAreBitIdenticalToTheGeneralPath) {
   for (DType dtype : {DType::Float32, DType::Float64}) {
     for (std::int64_t cols : {2, 7, 256, 300, 1000}) {
-      const Tensor x = uniform({37, 3, cols}, -1, 1, {.dtype = dtype, .seed = 77});
+      const Tensor x = uniform({13, 3, cols}, -1, 1, {.dtype = dtype, .seed = 77});
       // The same values behind strides that are not contiguous.
       const Tensor strided = permute(contiguous(permute(x, {2, 0, 1})), {1, 2, 0});
       ASSERT_FALSE(strided.is_contiguous());
