@@ -373,9 +373,10 @@ class UnaryOp final : public Op {
         case Unary::Sigmoid:
           run([](T x) { return static_cast<T>(T(1) / (T(1) + std::exp(-x))); });
           break;
-        // x != x: NaN propagates, as through every other activation.
+        // x != x: NaN propagates, as through every other activation.  `|` rather than `||`:
+        // without the branch the loop vectorises.
         case Unary::Relu:
-          run([](T x) { return x > 0 || x != x ? x : T(0); });
+          run([](T x) { return (x > T(0)) | (x != x) ? x : T(0); });
           break;
         case Unary::LeakyRelu:
           run([p](T x) { return x > 0 ? x : static_cast<T>(x * p); });
