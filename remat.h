@@ -20,6 +20,7 @@
 #include "ops/loss.h"
 #include "ops/norm.h"
 #include "ops/pool.h"
+#include "ops/profiler.h"
 #include "ops/reduce.h"
 #include "ops/rnn.h"
 #include "ops/softmax.h"

@@ -10,7 +10,7 @@
 // "budget <model> <fraction> <median ms unbudgeted> <median ms budgeted> <search s> <steps>
 // <evictions> <recomputed ops> <budget bytes>" (or "budget <model> <fraction> infeasible
 // <message>" when a step runs out of budget); "quit" or end of input stops.
-// Usage: echo "mlp 5" | compare_ours --threads 1
+// Usage: echo "mlp 5" | compare_ours --threads 1 [--profile: kernel time per op on stderr]
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
@@ -109,6 +109,9 @@ int main(int argc, char** argv) {
   app.add_option("--models", only,
                  "comma-separated models to build (a budget is a fraction of the peak of all "
                  "of them together: run one model per worker for budgeted runs)");
+  bool profile = false;
+  app.add_flag("--profile", profile,
+               "after each timed run, print the kernel time per op (OpProfiler) to stderr");
   CLI11_PARSE(app, argc, argv);
   auto wanted = [&](const std::string& name) {
     return ("," + only + ",").find("," + name + ",") != std::string::npos;
@@ -170,7 +173,12 @@ int main(int argc, char** argv) {
         continue;
       }
       std::string out = name;
+      OpProfiler::reset();
+      OpProfiler::enable(profile);
       for (int i = 0; i < steps; ++i) out += fmt::format(" {:.3f}", it->second());
+      OpProfiler::enable(false);
+      if (profile)
+        std::fprintf(stderr, "%s: %d steps\n%s", name.c_str(), steps, OpProfiler::report().c_str());
       std::printf("%s\n", out.c_str());
       std::fflush(stdout);
     }

@@ -1,8 +1,12 @@
 // GFLOP/s of the oneDNN-backed ops on one thread: matmul (through remat::matmul and, as the
-// ceiling, the raw oneDNN sgemm it calls) and conv2d forward / backward on ResNet-like shapes.
+// ceiling, the raw oneDNN sgemm it calls) and conv2d forward / backward on ResNet-like shapes;
+// GB/s of element-wise and row-wise kernels (BM_RowOp).
 // Usage: ops_bench --benchmark_min_time=0.5 [--benchmark_filter=Conv2d]
 #include <benchmark/benchmark.h>
 
+#include <functional>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "ops/conv.h"
@@ -120,6 +124,42 @@ void BM_Conv2dBackwardWeight(benchmark::State& state) {
   label(state, s);
 }
 BENCHMARK(BM_Conv2dBackwardWeight)->DenseRange(0, 3)->Unit(benchmark::kMillisecond);
+
+// Element-wise and row-wise kernels on a [1024, 1024] float tensor (a Transformer LM's FFN
+// activation): GB/s of the bytes each op must read and write at least once.
+const std::vector<std::pair<std::string, std::function<Tensor(const Tensor&, const Tensor&)>>>
+    kRowOps = {
+        {"add", [](const Tensor& a, const Tensor& b) { return remat::add(a, b); }},
+        {"mul_scalar", [](const Tensor& a, const Tensor&) { return remat::mul(a, 0.5); }},
+        {"relu", [](const Tensor& a, const Tensor&) { return remat::relu(a); }},
+        {"sqrt", [](const Tensor& a, const Tensor&) { return remat::sqrt(remat::abs(a)); }},
+        {"exp", [](const Tensor& a, const Tensor&) { return remat::exp(a); }},
+        {"tanh", [](const Tensor& a, const Tensor&) { return remat::tanh(a); }},
+        {"gelu", [](const Tensor& a, const Tensor&) { return remat::gelu(a); }},
+        {"softmax", [](const Tensor& a, const Tensor&) { return remat::softmax(a, -1); }},
+        {"log_softmax", [](const Tensor& a, const Tensor&) { return remat::log_softmax(a, -1); }},
+        {"sum_rows", [](const Tensor& a, const Tensor&) { return remat::sum(a, {0}); }},
+        {"sum_cols", [](const Tensor& a, const Tensor&) { return remat::sum(a, {1}); }},
+};
+
+void BM_RowOp(benchmark::State& state) {
+  const auto& [name, fn] = kRowOps[state.range(0)];
+  const Tensor a = remat::randn({1024, 1024}, {.seed = 7}),
+               b = remat::randn({1024, 1024}, {.seed = 8});
+  std::int64_t bytes = 0;
+  for (auto _ : state) {
+    Tensor y = fn(a, b);
+    bytes = a.numel() * 4 * (name == "add" ? 2 : 1) + y.numel() * 4;
+    benchmark::DoNotOptimize(y.impl());
+  }
+  state.counters["GB/s"] =
+      benchmark::Counter(static_cast<double>(bytes) * static_cast<double>(state.iterations()) / 1e9,
+                         benchmark::Counter::kIsRate);
+  state.SetLabel(name);
+}
+BENCHMARK(BM_RowOp)
+    ->DenseRange(0, static_cast<int>(kRowOps.size()) - 1)
+    ->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 

@@ -13,6 +13,7 @@
 #include "core/recycling_allocator.h"
 #include "dtr/pool.h"
 #include "ops/op.h"
+#include "ops/profiler.h"
 
 namespace remat {
 
@@ -179,6 +180,7 @@ void call_into(const std::shared_ptr<const Op>& op, std::span<const Tensor> inpu
     op->execute(in_args.span(), out_args.span());
     const auto t1 = std::chrono::steady_clock::now();
     seconds = std::chrono::duration<double>(t1 - t0).count();
+    if (OpProfiler::enabled()) OpProfiler::add(op->name(), seconds, op->flops(in_metas, out_metas));
 
     auto record = std::allocate_shared<Record>(RecyclingAllocator<Record>());
     record->producer = op;
@@ -279,6 +281,7 @@ void call_inplace(std::shared_ptr<const Op> op, const Tensor& self, std::vector<
   Record mutation;
   mutation.producer = op;
   mutation.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (OpProfiler::enabled()) OpProfiler::add(op->name(), mutation.seconds, 0);
   mutation.inputs.push_back(std::static_pointer_cast<Cell>(target.shared_from_this()));
   for (const auto& t : others)
     mutation.inputs.push_back(std::static_pointer_cast<Cell>(cell_of(t).shared_from_this()));

@@ -5,6 +5,7 @@
 #include <type_traits>
 
 #include "ops/cpu/loops.h"
+#include "ops/cpu/vec_math.h"
 #include "ops/factory.h"
 #include "ops/op.h"
 #include "ops/reduce.h"
@@ -350,10 +351,10 @@ class UnaryOp final : public Op {
           run([](T x) { return static_cast<T>(-x); });
           break;
         case Unary::Exp:
-          run([](T x) { return static_cast<T>(std::exp(x)); });
+          run([](T x) { return detail::vexp(x); });
           break;
         case Unary::Log:
-          run([](T x) { return static_cast<T>(std::log(x)); });
+          run([](T x) { return detail::vlog(x); });
           break;
         case Unary::Sqrt:
           run([](T x) { return static_cast<T>(std::sqrt(x)); });
@@ -368,10 +369,10 @@ class UnaryOp final : public Op {
           run([](T x) { return static_cast<T>((T(0) < x) - (x < T(0))); });
           break;
         case Unary::Tanh:
-          run([](T x) { return static_cast<T>(std::tanh(x)); });
+          run([](T x) { return detail::vtanh(x); });
           break;
         case Unary::Sigmoid:
-          run([](T x) { return static_cast<T>(T(1) / (T(1) + std::exp(-x))); });
+          run([](T x) { return detail::vsigmoid(x); });
           break;
         // x != x: NaN propagates, as through every other activation.  `|` rather than `||`:
         // without the branch the loop vectorises.
@@ -412,13 +413,14 @@ class UnaryOp final : public Op {
           run([](T x) { return static_cast<T>(std::expm1(x)); });
           break;
         case Unary::Silu:
-          run([](T x) { return static_cast<T>(x / (T(1) + std::exp(-x))); });
+          run([](T x) { return static_cast<T>(x / (T(1) + detail::vexp(-x))); });
           break;
         case Unary::GeluTanh:  // PyTorch's approximate="tanh"
           run([](T x) {
             const T k = static_cast<T>(M_2_SQRTPI * M_SQRT1_2);
-            return static_cast<T>(T(0.5) * x *
-                                  (T(1) + std::tanh(k * (x + T(0.044715) * x * x * x))));
+            return static_cast<T>(
+                T(0.5) * x *
+                (T(1) + detail::vtanh(static_cast<T>(k * (x + T(0.044715) * x * x * x)))));
           });
           break;
         case Unary::Softplus:  // linear above the threshold, as PyTorch

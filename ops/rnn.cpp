@@ -1,10 +1,10 @@
 #include "ops/rnn.h"
 
-#include <Eigen/Core>
 #include <algorithm>
 
 #include "autograd/grad_mode.h"
 #include "ops/cpu/loops.h"
+#include "ops/cpu/vec_math.h"
 #include "ops/elementwise.h"
 #include "ops/join.h"
 #include "ops/op.h"
@@ -13,55 +13,17 @@
 namespace remat {
 namespace {
 
-template <class T>
-using Chunk = Eigen::Array<T, 8, 1>;
-
-// Every element goes through the same chunk-of-8 code (the tail padded), whatever the buffers'
-// alignment, so a replay into another buffer gives the same bits.
-template <class T, class F>
-void for_chunks(std::int64_t n, F&& f) {
-  std::int64_t j = 0;
-  for (; j + 8 <= n; j += 8) f(j, 8);
-  if (j < n) f(j, n - j);
-}
-
-// Inlined: called per chunk of 8, a call each would cost as much as the arithmetic.
-template <class T>
-[[gnu::always_inline]] inline Chunk<T> load(const T* p, std::int64_t w) {
-  if (w == 8) return Eigen::Map<const Chunk<T>>(p);
-  Chunk<T> r = Chunk<T>::Zero();
-  for (std::int64_t l = 0; l < w; ++l) r[l] = p[l];
-  return r;
-}
-
-template <class T>
-[[gnu::always_inline]] inline void store(T* p, const Chunk<T>& v, std::int64_t w) {
-  if (w == 8) {
-    Eigen::Map<Chunk<T>> m(p);
-    m = v;
-    return;
-  }
-  for (std::int64_t l = 0; l < w; ++l) p[l] = v[l];
-}
-
-template <class T>
-[[gnu::always_inline]] inline Chunk<T> sigmoid_chunk(const Chunk<T>& x) {
-  return T(1) / (T(1) + (-x).exp());
-}
-
-// The four gate activations of row chunk [j, j + w) of one batch row.
+// The four gate activations of one element j of one batch row.  Straight-line code (vec_math)
+// under `omp simd`: the loops over j vectorise, and every element runs the same instructions
+// whatever the buffers' alignment, so a replay into another buffer gives the same bits.
 template <class T>
 struct Gates {
-  Chunk<T> i, f, g, o;
-  [[gnu::always_inline]] Gates(const T* gx, const T* gh, std::int64_t hidden, std::int64_t j,
-                               std::int64_t w) {
-    auto pre = [&](std::int64_t k) {
-      return Chunk<T>(load(gx + k * hidden + j, w) + load(gh + k * hidden + j, w));
-    };
-    i = sigmoid_chunk<T>(pre(0));
-    f = sigmoid_chunk<T>(pre(1));
-    g = pre(2).tanh();
-    o = sigmoid_chunk<T>(pre(3));
+  T i, f, g, o;
+  [[gnu::always_inline]] Gates(const T* gx, const T* gh, std::int64_t hidden, std::int64_t j) {
+    i = detail::vsigmoid(static_cast<T>(gx[j] + gh[j]));
+    f = detail::vsigmoid(static_cast<T>(gx[hidden + j] + gh[hidden + j]));
+    g = detail::vtanh(static_cast<T>(gx[2 * hidden + j] + gh[2 * hidden + j]));
+    o = detail::vsigmoid(static_cast<T>(gx[3 * hidden + j] + gh[3 * hidden + j]));
   }
 };
 
@@ -115,18 +77,21 @@ class LstmCellBackwardOp final : public Op {
       over_rows(batch, 4 * hidden, [&](std::int64_t b0, std::int64_t b1) {
         for (std::int64_t b = b0; b < b1; ++b) {
           const std::int64_t r4 = b * 4 * hidden, r = b * hidden;
-          for_chunks<T>(hidden, [&](std::int64_t j, std::int64_t w) {
-            const Gates<T> a(gx + r4, gh + r4, hidden, j, w);
-            const Chunk<T> tc = load(c + r + j, w).tanh();
-            const Chunk<T> gh_ = load(dh + r + j, w);
-            const Chunk<T> dct = load(dc + r + j, w) + gh_ * a.o * (T(1) - tc * tc);
-            store(dg + r4 + j, Chunk<T>(dct * a.g * a.i * (T(1) - a.i)), w);
-            store(dg + r4 + hidden + j, Chunk<T>(dct * load(cp + r + j, w) * a.f * (T(1) - a.f)),
-                  w);
-            store(dg + r4 + 2 * hidden + j, Chunk<T>(dct * a.i * (T(1) - a.g * a.g)), w);
-            store(dg + r4 + 3 * hidden + j, Chunk<T>(gh_ * tc * a.o * (T(1) - a.o)), w);
-            store(dcp + r + j, Chunk<T>(dct * a.f), w);
-          });
+          const T *gxr = gx + r4, *ghr = gh + r4, *cpr = cp + r, *cr = c + r, *dhr = dh + r,
+                  *dcr = dc + r;
+          T *dgr = dg + r4, *dcpr = dcp + r;
+#pragma omp simd
+          for (std::int64_t j = 0; j < hidden; ++j) {
+            const Gates<T> a(gxr, ghr, hidden, j);
+            const T tc = detail::vtanh(cr[j]);
+            const T dht = dhr[j];
+            const T dct = dcr[j] + dht * a.o * (T(1) - tc * tc);
+            dgr[j] = dct * a.g * a.i * (T(1) - a.i);
+            dgr[hidden + j] = dct * cpr[j] * a.f * (T(1) - a.f);
+            dgr[2 * hidden + j] = dct * a.i * (T(1) - a.g * a.g);
+            dgr[3 * hidden + j] = dht * tc * a.o * (T(1) - a.o);
+            dcpr[j] = dct * a.f;
+          }
         }
       });
     });
@@ -155,12 +120,15 @@ class LstmCellOp final : public Op {
       over_rows(batch, 4 * hidden, [&](std::int64_t b0, std::int64_t b1) {
         for (std::int64_t b = b0; b < b1; ++b) {
           const std::int64_t r4 = b * 4 * hidden, r = b * hidden;
-          for_chunks<T>(hidden, [&](std::int64_t j, std::int64_t w) {
-            const Gates<T> a(gx + r4, gh + r4, hidden, j, w);
-            const Chunk<T> cn = a.f * load(cp + r + j, w) + a.i * a.g;
-            store(c + r + j, cn, w);
-            store(h + r + j, Chunk<T>(a.o * cn.tanh()), w);
-          });
+          const T *gxr = gx + r4, *ghr = gh + r4, *cpr = cp + r;
+          T *hr = h + r, *cr = c + r;
+#pragma omp simd
+          for (std::int64_t j = 0; j < hidden; ++j) {
+            const Gates<T> a(gxr, ghr, hidden, j);
+            const T cn = a.f * cpr[j] + a.i * a.g;
+            cr[j] = cn;
+            hr[j] = a.o * detail::vtanh(cn);
+          }
         }
       });
     });

@@ -1,12 +1,12 @@
 #include "ops/softmax.h"
 
-#include <Eigen/Core>
 #include <algorithm>
 #include <cmath>
 #include <type_traits>
 
 #include "ops/cpu/lane_sum.h"
 #include "ops/cpu/loops.h"
+#include "ops/cpu/vec_math.h"
 #include "ops/elementwise.h"
 #include "ops/op.h"
 #include "ops/reduce.h"
@@ -17,38 +17,17 @@ namespace {
 
 using detail::lane_sum;
 
-template <class T>
-using Chunk = Eigen::Array<T, 8, 1>;
-
-// exp(d), with Eigen's vectorised exp.  Eigen clamps its argument (exp(-inf) would come out
-// near 1e-39), so results below the smallest normal number are set to exactly 0: a -inf mask
-// entry gets probability 0, as in PyTorch.
-template <class T>
-[[gnu::always_inline]] inline Chunk<T> exp_chunk(const Chunk<T>& d) {
-  // log of the smallest normal float / double.
-  constexpr T lowest = std::is_same_v<T, float> ? T(-87.336544750553102) : T(-708.39641853226408);
-  Chunk<T> e = d.exp();  // Eigen's select() is not vectorised; this loop is.
-  for (int l = 0; l < 8; ++l) e[l] = d[l] < lowest ? T(0) : e[l];
-  return e;
-}
-
-// y[i] = exp(x[i] - s[i]) (s_stride 1) or exp(x[i] - s[0]) (s_stride 0), on fixed chunks of 8
-// with the tail padded to a chunk: every element goes through the same code whatever the
-// buffers' alignment, so a replay into another buffer gives identical bits (Eigen's own loop
-// would peel an unaligned head with the scalar exp, which differs in the last bit).
+// y[i] = exp(x[i] - s[i]) (s_stride 1) or exp(x[i] - s[0]) (s_stride 0).  vexp is the same
+// straight-line code for every element, so a replay into another buffer gives identical bits,
+// and exp(-inf) is exactly 0: a -inf mask entry gets probability 0, as in PyTorch.
 template <class T>
 void exp_diff(const T* x, const T* s, std::int64_t s_stride, T* y, std::int64_t n) {
-  std::int64_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    const Chunk<T> shift =
-        s_stride ? Chunk<T>(Eigen::Map<const Chunk<T>>(s + i)) : Chunk<T>::Constant(s[0]);
-    Eigen::Map<Chunk<T>>(y + i) = exp_chunk<T>(Eigen::Map<const Chunk<T>>(x + i) - shift);
+  if (s_stride) {
+    for (std::int64_t i = 0; i < n; ++i) y[i] = detail::vexp(static_cast<T>(x[i] - s[i]));
+  } else {
+    const T m = s[0];
+    for (std::int64_t i = 0; i < n; ++i) y[i] = detail::vexp(static_cast<T>(x[i] - m));
   }
-  if (i == n) return;
-  Chunk<T> d = Chunk<T>::Zero();
-  for (std::int64_t j = i; j < n; ++j) d[j - i] = x[j] - s[s_stride * j];
-  const Chunk<T> r = exp_chunk<T>(d);
-  for (std::int64_t j = i; j < n; ++j) y[j] = r[j - i];
 }
 
 template <class T>

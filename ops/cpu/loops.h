@@ -3,8 +3,11 @@
 // vectorisable inner loop.  Usage:
 //   map_kernel<float>(out, {a, b}, [](const float* x[], ...) ...)  -- see binary_map below.
 #pragma once
+#include <algorithm>
 #include <array>
 #include <cstdint>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "core/error.h"
@@ -130,7 +133,15 @@ void for_each_row(const LoopPlan<N>& plan, std::array<char*, N> base,
     parallel_for(0, rows, grain, chunk);
 }
 
-// out[i] = f(in0[i], in1[i], ...) with broadcasting; Out and In are element types.
+// Elements per staged block of map_kernel: small enough for the stack and L1, large enough that
+// the per-block bookkeeping is noise.
+inline constexpr std::int64_t kMapBlock = 256;
+
+// out[i] = f(in0[i], in1[i], ...) with broadcasting; Out and In are element types.  The loop
+// that calls f is always unit-stride, so it vectorises: a broadcast operand (inner stride 0) is
+// one value spread over a block once per row, a strided operand is gathered into a block, and a
+// strided output is computed into a block and scattered.  Every element gets the same f on the
+// same values as a plain loop, so results do not depend on the path.
 template <class Out, class... In, class F>
 void map_kernel(const KernelArg& out, std::array<KernelArg, sizeof...(In)> ins, F f) {
   constexpr std::size_t N = sizeof...(In) + 1;
@@ -149,18 +160,38 @@ void map_kernel(const KernelArg& out, std::array<KernelArg, sizeof...(In)> ins, 
     std::size_t k = 1;
     ((base[k] = reinterpret_cast<char*>(ins[k - 1].template data<In>()), ++k), ...);
   }
+  auto unit_loop = [&f]<class... P>(Out* o, std::int64_t n, const P*... ip) {
+    for (std::int64_t i = 0; i < n; ++i) o[i] = f(ip[i]...);
+  };
   for_each_row<N>(
       plan, base, es,
       [&](const std::array<char*, N>& p, const std::array<std::int64_t, N>& s, std::int64_t n) {
         Out* o = reinterpret_cast<Out*>(p[0]);
         auto run = [&]<std::size_t... I>(std::index_sequence<I...>) {
-          bool all_unit = s[0] == 1 && ((s[I + 1] == 1) && ...);
-          if (all_unit) {
-            auto ip = std::make_tuple(reinterpret_cast<const In*>(p[I + 1])...);
-            for (std::int64_t i = 0; i < n; ++i) o[i] = f(std::get<I>(ip)[i]...);
-          } else {
-            auto ip = std::make_tuple(reinterpret_cast<const In*>(p[I + 1])...);
-            for (std::int64_t i = 0; i < n; ++i) o[i * s[0]] = f(std::get<I>(ip)[i * s[I + 1]]...);
+          const auto ip = std::make_tuple(reinterpret_cast<const In*>(p[I + 1])...);
+          if (s[0] == 1 && ((s[I + 1] == 1) && ...)) {
+            unit_loop(o, n, std::get<I>(ip)...);
+            return;
+          }
+          // Staged blocks: broadcast operands are filled once, the rest per block.
+          std::tuple<std::array<In, kMapBlock>...> stage;
+          ((s[I + 1] == 0 ? std::get<I>(stage).fill(std::get<I>(ip)[0]) : void()), ...);
+          std::array<Out, kMapBlock> out_block;
+          for (std::int64_t b = 0; b < n; b += kMapBlock) {
+            const std::int64_t m = std::min(kMapBlock, n - b);
+            auto operand = [&]<std::size_t K>(std::integral_constant<std::size_t, K>) {
+              using T = std::tuple_element_t<K, std::tuple<In...>>;
+              const T* src = std::get<K>(ip);
+              const std::int64_t st = s[K + 1];
+              if (st == 1) return src + b;
+              if (st != 0)
+                for (std::int64_t i = 0; i < m; ++i) std::get<K>(stage)[i] = src[(b + i) * st];
+              return static_cast<const T*>(std::get<K>(stage).data());
+            };
+            Out* dst = s[0] == 1 ? o + b : out_block.data();
+            unit_loop(dst, m, operand(std::integral_constant<std::size_t, I>{})...);
+            if (s[0] != 1)
+              for (std::int64_t i = 0; i < m; ++i) o[(b + i) * s[0]] = out_block[i];
           }
         };
         run(std::index_sequence_for<In...>{});
