@@ -19,6 +19,7 @@
 #include "ops/linalg.h"
 #include "ops/loss.h"
 #include "ops/norm.h"
+#include "ops/optimizer_step.h"
 #include "ops/pool.h"
 #include "ops/profiler.h"
 #include "ops/reduce.h"

@@ -9,6 +9,7 @@
 #include "ops/elementwise.h"
 #include "ops/factory.h"
 #include "ops/inplace.h"
+#include "ops/optimizer_step.h"
 #include "ops/view.h"
 
 namespace remat::nn {
@@ -53,16 +54,29 @@ void check_flag(std::string_view who, const std::map<std::string, double>& v,
 void adam_update(const Tensor& param, const Tensor& grad_in, ParamState& state, double lr,
                  double beta1, double beta2, double eps, double weight_decay, bool amsgrad,
                  bool decoupled) {
+  auto& buf = state.buffers;
+  if (!buf.count("exp_avg")) buf["exp_avg"] = zeros_like(param);
+  if (!buf.count("exp_avg_sq")) buf["exp_avg_sq"] = zeros_like(param);
+  if (amsgrad && !buf.count("max_exp_avg_sq")) buf["max_exp_avg_sq"] = zeros_like(param);
+  const Tensor max_sq = amsgrad ? buf["max_exp_avg_sq"] : Tensor();
+  if (fused_step_applies({param, grad_in, buf["exp_avg"], buf["exp_avg_sq"], max_sq})) {
+    adam_step_(param, buf["exp_avg"], buf["exp_avg_sq"], max_sq, grad_in,
+               {.lr = lr,
+                .beta1 = beta1,
+                .beta2 = beta2,
+                .eps = eps,
+                .weight_decay = weight_decay,
+                .decoupled = decoupled,
+                .step = state.step});
+    return;
+  }
+  // The same arithmetic as a chain of in-place ops, for strided tensors.
   Tensor grad = grad_in;
   if (decoupled) {
     mul_(param, 1 - lr * weight_decay);
   } else if (weight_decay != 0) {
     grad = add_scaled(grad_in, param, weight_decay);
   }
-  auto& buf = state.buffers;
-  if (!buf.count("exp_avg")) buf["exp_avg"] = zeros_like(param);
-  if (!buf.count("exp_avg_sq")) buf["exp_avg_sq"] = zeros_like(param);
-  if (amsgrad && !buf.count("max_exp_avg_sq")) buf["max_exp_avg_sq"] = zeros_like(param);
   const Tensor& exp_avg = buf["exp_avg"];
   const Tensor& exp_avg_sq = buf["exp_avg_sq"];
 
@@ -470,6 +484,18 @@ void SGD::set_hyperparameters(std::size_t group, const std::map<std::string, dou
 // torch.optim.sgd._single_tensor_sgd (PyTorch 1.13).
 void SGD::update(std::size_t group, const Tensor& param, const Tensor& grad, ParamState& state) {
   const SGDOptions& o = options_[group];
+  // After the first step (whose buffer is a copy of the gradient), one fused op per parameter.
+  const auto it0 = state.buffers.find("momentum_buffer");
+  const Tensor buffer = it0 == state.buffers.end() ? Tensor() : it0->second;
+  if ((o.momentum == 0 || buffer.defined()) && fused_step_applies({param, grad, buffer})) {
+    sgd_step_(param, buffer, grad,
+              {.lr = o.lr,
+               .momentum = o.momentum,
+               .dampening = o.dampening,
+               .weight_decay = o.weight_decay,
+               .nesterov = o.nesterov});
+    return;
+  }
   Tensor d_p = o.weight_decay != 0 ? add_scaled(grad, param, o.weight_decay) : grad;
   if (o.momentum != 0) {
     auto it = state.buffers.find("momentum_buffer");

@@ -222,9 +222,19 @@ Tensor call1(const std::shared_ptr<const Op>& op, std::span<const Tensor> inputs
 }
 
 void call_inplace(std::shared_ptr<const Op> op, const Tensor& self, std::vector<Tensor> others) {
-  REMAT_CHECK(self.defined(), "{}: self is an undefined tensor", op->name());
+  call_inplace(op, std::span<const Tensor>(&self, 1), others);
+}
+
+void call_inplace(const std::shared_ptr<const Op>& op, std::span<const Tensor> targets,
+                  std::span<const Tensor> others) {
+  REMAT_CHECK(!targets.empty(), "{}: an in-place call without a tensor to write", op->name());
+  for (std::size_t t = 0; t < targets.size(); ++t)
+    REMAT_CHECK(targets[t].defined(), "{}: {} is an undefined tensor", op->name(),
+                t == 0 ? std::string("self") : fmt::format("written tensor {}", t));
+  const Tensor& self = targets[0];
   if (GradMode::is_enabled()) {
-    bool any = self.requires_grad();
+    bool any = false;
+    for (const auto& t : targets) any = any || t.requires_grad();
     for (const auto& t : others) any = any || (t.defined() && t.requires_grad());
     REMAT_CHECK(
         !any,
@@ -232,7 +242,14 @@ void call_inplace(std::shared_ptr<const Op> op, const Tensor& self, std::vector<
         "grad (use the out-of-place op, or run the update under NoGradGuard)",
         op->name(), self.shape());
   }
-  std::vector<TensorMeta> in_metas{self.meta()};
+  const std::size_t nt = targets.size(), n_in = nt + others.size();
+  std::vector<TensorMeta> in_metas;
+  in_metas.reserve(n_in);
+  for (const auto& t : targets) {
+    REMAT_CHECK(t.device() == self.device(), "{}: arguments are on different devices ({} and {})",
+                op->name(), self.device(), t.device());
+    in_metas.push_back(t.meta());
+  }
   for (std::size_t i = 0; i < others.size(); ++i) {
     REMAT_CHECK(others[i].defined(), "{}: argument {} is an undefined tensor", op->name(), i + 1);
     REMAT_CHECK(others[i].device() == self.device(),
@@ -240,53 +257,83 @@ void call_inplace(std::shared_ptr<const Op> op, const Tensor& self, std::vector<
                 others[i].device());
     in_metas.push_back(others[i].meta());
   }
-  op->infer(in_metas);  // validates shapes and dtypes; the output is self's own view
-  Cell& target = kernel_cell(op->name(), 0, self);
-  for (std::size_t i = 0; i < others.size(); ++i) kernel_cell(op->name(), i + 1, others[i]);
+  op->infer(in_metas);  // validates shapes and dtypes; the outputs are the targets' own views
+  Scratch<Cell*, 8> written(nt);
+  for (std::size_t t = 0; t < nt; ++t) {
+    written[t] = &kernel_cell(op->name(), t, targets[t]);
+    for (std::size_t u = 0; u < t; ++u)
+      REMAT_CHECK(written[u] != written[t], "{}: written tensors {} and {} share their storage",
+                  op->name(), u, t);
+  }
+  for (std::size_t i = 0; i < others.size(); ++i) kernel_cell(op->name(), nt + i, others[i]);
   // A checkpoint's replay does not repeat the forward's side effects.
-  if (detail::checkpoint_active() && detail::skip_inplace(self)) return;
+  if (detail::checkpoint_active()) {
+    for (const auto& t : targets)
+      if (detail::skip_inplace(t)) return;
+  }
 
   Pool& pool = Pool::of(self.device());
-  // Declared before the guard that unpins it: locals die in reverse order, so the cell the
+  // Declared before the guard that unpins them: locals die in reverse order, so the cells the
   // guard points into must outlive the guard.
-  std::shared_ptr<Cell> old;
-  PinGuard pins(pool, others.size() + 1);
+  std::vector<std::shared_ptr<Cell>> olds(nt);
+  PinGuard pins(pool, n_in);
   for (const auto& t : others) {
     Cell& c = cell_of(t);
     pool.pin(c, op->name());
     pins.add(&c);
   }
-  // Every byte is rewritten from inputs that include the old value: the kernel can read the
-  // old cell and write a fresh buffer instead of copying first.
-  const bool overwrite =
-      self.offset() == 0 && self.is_contiguous() && self.meta().nbytes() == target.nbytes();
-  old = pool.begin_write(target, overwrite, op->name());
-  if (old) pins.add(old.get());
+  // Targets pinned by begin_write, unpinned by finish_write (or here when the call fails).
   struct Unpin {
     Pool& pool;
-    Cell& cell;
-    bool active = true;
+    std::span<Cell*> cells;
+    std::size_t active = 0;
     ~Unpin() {
-      if (active) pool.unpin(cell);
+      for (std::size_t t = 0; t < active; ++t) pool.unpin(*cells[t]);
     }
-  } target_pin{pool, target};
+  } target_pins{pool, std::span<Cell*>(written.data(), nt)};
+  for (std::size_t t = 0; t < nt; ++t) {
+    Cell& target = *written[t];
+    // Every byte is rewritten from inputs that include the old value: the kernel can read the
+    // old cell and write a fresh buffer instead of copying first.
+    const Tensor& v = targets[t];
+    const bool overwrite =
+        v.offset() == 0 && v.is_contiguous() && v.meta().nbytes() == target.nbytes();
+    try {
+      olds[t] = pool.begin_write(target, overwrite, op->name());
+    } catch (...) {
+      // An earlier target may already have moved its value to a new buffer that nothing wrote:
+      // put the value back (its old cell, with the same bytes, keeps the record).
+      for (std::size_t u = 0; u < t; ++u)
+        if (olds[u]) std::memcpy(written[u]->buffer(), olds[u]->buffer(), written[u]->nbytes());
+      throw;
+    }
+    target_pins.active = t + 1;
+    if (olds[t]) pins.add(olds[t].get());
+  }
 
-  std::vector<KernelArg> in_args{{&in_metas[0], old ? old->buffer() : target.buffer()}};
+  Scratch<KernelArg, 8> in_args(n_in), out_args(nt);
+  for (std::size_t t = 0; t < nt; ++t) {
+    in_args[t] = {&in_metas[t], olds[t] ? olds[t]->buffer() : written[t]->buffer()};
+    out_args[t] = {&in_metas[t], written[t]->buffer()};
+  }
   for (std::size_t i = 0; i < others.size(); ++i)
-    in_args.push_back({&in_metas[i + 1], cell_of(others[i]).buffer()});
-  const TensorMeta out_meta = self.meta();
-  const KernelArg out_arg{&out_meta, target.buffer()};
+    in_args[nt + i] = {&in_metas[nt + i], cell_of(others[i]).buffer()};
   const auto t0 = std::chrono::steady_clock::now();
-  op->execute(in_args, std::span<const KernelArg>(&out_arg, 1));
+  op->execute(in_args.span(), out_args.span());
   Record mutation;
   mutation.producer = op;
   mutation.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (OpProfiler::enabled()) OpProfiler::add(op->name(), mutation.seconds, 0);
-  mutation.inputs.push_back(std::static_pointer_cast<Cell>(target.shared_from_this()));
+  for (std::size_t t = 0; t < nt; ++t)
+    mutation.inputs.push_back(std::static_pointer_cast<Cell>(written[t]->shared_from_this()));
   for (const auto& t : others)
     mutation.inputs.push_back(std::static_pointer_cast<Cell>(cell_of(t).shared_from_this()));
-  target_pin.active = false;
-  pool.finish_write(target, mutation);
+  target_pins.active = 0;
+  // The stats and the trace see one mutation per written tensor; the time counts once.
+  for (std::size_t t = 0; t < nt; ++t) {
+    pool.finish_write(*written[t], mutation);
+    mutation.seconds = 0;
+  }
 }
 
 Tensor constant_from_bytes(const void* data, TensorMeta meta) {

@@ -68,6 +68,11 @@ inline Tensor call1(const std::shared_ptr<const Op>& op, std::initializer_list<T
 // The in-place variant: op reads {self, others...} and writes its one output through self's
 // view into self's cell (see ops/inplace.h for the copy-on-write rule).
 void call_inplace(std::shared_ptr<const Op> op, const Tensor& self, std::vector<Tensor> others);
+// Several written tensors at once (an optimizer's parameter and its moments): the kernel reads
+// {targets..., others...} and writes one output per target, through that target's view.  The
+// targets must not share storage.  The same copy-on-write rule applies to each target.
+void call_inplace(const std::shared_ptr<const Op>& op, std::span<const Tensor> targets,
+                  std::span<const Tensor> others);
 
 // A tensor of the given data, stored in a constant cell of `device`'s pool.
 Tensor constant_from_bytes(const void* data, TensorMeta meta);
