@@ -9,6 +9,7 @@
 #include "core/tensor.h"
 #include "dtr/config.h"
 #include "dtr/pool.h"
+#include "ops/attention.h"
 #include "ops/conv.h"
 #include "ops/dropout.h"
 #include "ops/elementwise.h"

@@ -46,6 +46,9 @@ AttentionResult scaled_dot_product_attention(const Tensor& q, const Tensor& k, c
               "([..., L, d], [..., S, d], [..., S, dv])",
               q.shape(), k.shape(), v.shape());
   const double scale = 1.0 / std::sqrt(static_cast<double>(q.size(-1)));
+  // Without the weights, one fused op that never stores them (ops/attention.h).
+  if (!need_weights && !(mask.defined() && mask.requires_grad()))
+    return {attention(q, k, v, mask, scale, dropout_p, training), Tensor()};
   // Scaling the queries first (as PyTorch) costs L x d multiplies instead of L x S.
   Tensor scores = matmul(mul(q, scale), transpose(k, -2, -1));
   if (mask.defined())

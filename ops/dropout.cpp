@@ -69,4 +69,12 @@ Tensor dropout(const Tensor& x, double p, bool training, std::optional<std::uint
   return call1(std::make_shared<DropoutOp>(p, key), {contiguous(x)});
 }
 
+namespace detail {
+Tensor dropout_with_key(const Tensor& x, double p, RngKey key) {
+  REMAT_CHECK(x.defined() && is_floating(x.dtype()) && p > 0 && p < 1,
+              "dropout: expected a floating-point tensor and 0 < p < 1, got p = {}", p);
+  return call1(std::make_shared<DropoutOp>(p, key), {contiguous(x)});
+}
+}  // namespace detail
+
 }  // namespace remat

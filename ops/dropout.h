@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <optional>
 
+#include "core/random.h"
 #include "core/tensor.h"
 
 namespace remat {
@@ -14,5 +15,11 @@ namespace remat {
 // p == 1: zeros (x * 0, so gradients flow as zeros).  p outside [0, 1] is an error.
 Tensor dropout(const Tensor& x, double p, bool training,
                std::optional<std::uint64_t> seed = std::nullopt);
+
+namespace detail {
+// Training-mode dropout with a given key (0 < p < 1): the mask a fused op drew from that key
+// for a contiguous tensor of x's shape (fused attention's derivative under create_graph).
+Tensor dropout_with_key(const Tensor& x, double p, RngKey key);
+}  // namespace detail
 
 }  // namespace remat

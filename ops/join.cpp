@@ -94,6 +94,38 @@ class UnbindView final : public Op {
   std::int64_t dim_;
 };
 
+// Consecutive pieces of `dim` as views of the input: one op with one output per piece, whose
+// derivative is one cat of the gradients.  (A slice per piece would give each its own
+// full-size slice_backward, summed by the engine: a self-attention's q, k, v from one
+// projection paid three zero-filled copies of it and two additions.)
+class SplitView final : public Op {
+ public:
+  SplitView(std::int64_t dim, std::vector<std::int64_t> sizes)
+      : dim_(dim), sizes_(std::move(sizes)) {}
+  std::string_view name() const override { return "split"; }
+  bool is_view() const override { return true; }
+  std::vector<TensorMeta> infer(std::span<const TensorMeta> in) const override {
+    TensorMeta piece = in[0];
+    const std::int64_t stride = piece.strides[dim_];
+    std::vector<TensorMeta> out;
+    out.reserve(sizes_.size());
+    for (const std::int64_t size : sizes_) {
+      piece.shape[dim_] = size;
+      out.push_back(piece);
+      piece.offset += size * stride;
+    }
+    return out;
+  }
+  void cpu(std::span<const KernelArg>, std::span<const KernelArg>) const override {}
+  std::vector<Tensor> backward(const BackwardContext& c) const override {
+    return {cat(std::vector<Tensor>(c.grad_outputs.begin(), c.grad_outputs.end()), dim_)};
+  }
+
+ private:
+  std::int64_t dim_;
+  std::vector<std::int64_t> sizes_;
+};
+
 }  // namespace
 
 Tensor cat(const std::vector<Tensor>& tensors, std::int64_t dim) {
@@ -154,14 +186,7 @@ std::vector<Tensor> split(const Tensor& t, const std::vector<std::int64_t>& size
   }
   REMAT_CHECK(total == n, "split: sizes {} sum to {}, but dim {} of shape {} has size {}", sizes,
               total, d, t.shape(), n);
-  std::vector<Tensor> parts;
-  parts.reserve(sizes.size());
-  std::int64_t start = 0;
-  for (auto s : sizes) {
-    parts.push_back(narrow(t, d, start, s));
-    start += s;
-  }
-  return parts;
+  return call(std::make_shared<SplitView>(d, sizes), {t});
 }
 
 std::vector<Tensor> chunk(const Tensor& t, std::int64_t chunks, std::int64_t dim) {

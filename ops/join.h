@@ -1,6 +1,6 @@
 // Joining tensors along a dim and splitting one into pieces, as torch.cat/stack/split/chunk.
-// The pieces split, chunk and unbind return are views sharing the input's cell; unbind's come
-// from one op, so reading a long sequence step by step costs one stack in the backward pass.
+// The pieces split, chunk and unbind return are views sharing the input's cell, each set from
+// one op, so their gradients meet in one cat (stack) instead of a full-size copy per piece.
 // Usage: auto y = cat({a, b}, 1); auto parts = chunk(y, 2, 1); auto s = stack({a, b}, 0);
 #pragma once
 #include <cstdint>

@@ -1,10 +1,9 @@
 #include "ops/linalg.h"
 
-#include <Eigen/Core>
 #include <optional>
 
+#include "ops/cpu/gemm.h"
 #include "ops/cpu/loops.h"
-#include "ops/cpu/onednn.h"
 #include "ops/op.h"
 #include "ops/reduce.h"
 #include "ops/view.h"
@@ -44,30 +43,7 @@ Tensor gemm_ready(const Tensor& t) {
 template <class T>
 void gemm(MatLayout la, MatLayout lb, std::int64_t m, std::int64_t n, std::int64_t k, const T* a,
           const T* b, T beta, T* c, std::int64_t ldc) {
-  if constexpr (std::is_same_v<T, float>) {
-    detail::sgemm(la.trans, lb.trans, m, n, k, 1.f, a, la.ld, b, lb.ld, beta, c, ldc);
-  } else {
-    using Eigen::Dynamic, Eigen::Map, Eigen::OuterStride;
-    using RowMat = Eigen::Matrix<double, Dynamic, Dynamic, Eigen::RowMajor>;
-    using ColMat = Eigen::Matrix<double, Dynamic, Dynamic, Eigen::ColMajor>;
-    Map<RowMat, 0, OuterStride<>> cm(c, m, n, OuterStride<>(ldc));
-    auto run = [&](const auto& am, const auto& bm) {
-      if (beta == 0)
-        cm.noalias() = am * bm;
-      else
-        cm.noalias() += am * bm;  // beta is 0 or 1 here
-    };
-    auto with_b = [&](const auto& am) {
-      if (lb.trans)
-        run(am, Map<const ColMat, 0, OuterStride<>>(b, k, n, OuterStride<>(lb.ld)));
-      else
-        run(am, Map<const RowMat, 0, OuterStride<>>(b, k, n, OuterStride<>(lb.ld)));
-    };
-    if (la.trans)
-      with_b(Map<const ColMat, 0, OuterStride<>>(a, m, k, OuterStride<>(la.ld)));
-    else
-      with_b(Map<const RowMat, 0, OuterStride<>>(a, m, k, OuterStride<>(la.ld)));
-  }
+  detail::gemm<T>(la.trans, lb.trans, m, n, k, T(1), a, la.ld, b, lb.ld, beta, c, ldc);
 }
 
 // Product of all dims but the last (rows of the 2-D view of t); well defined when the last is 0.

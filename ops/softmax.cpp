@@ -6,7 +6,7 @@
 
 #include "ops/cpu/lane_sum.h"
 #include "ops/cpu/loops.h"
-#include "ops/cpu/vec_math.h"
+#include "ops/cpu/softmax_row.h"
 #include "ops/elementwise.h"
 #include "ops/op.h"
 #include "ops/reduce.h"
@@ -15,28 +15,9 @@
 namespace remat {
 namespace {
 
+using detail::exp_diff;
 using detail::lane_sum;
-
-// y[i] = exp(x[i] - s[i]) (s_stride 1) or exp(x[i] - s[0]) (s_stride 0).  vexp is the same
-// straight-line code for every element, so a replay into another buffer gives identical bits,
-// and exp(-inf) is exactly 0: a -inf mask entry gets probability 0, as in PyTorch.
-template <class T>
-void exp_diff(const T* x, const T* s, std::int64_t s_stride, T* y, std::int64_t n) {
-  if (s_stride) {
-    for (std::int64_t i = 0; i < n; ++i) y[i] = detail::vexp(static_cast<T>(x[i] - s[i]));
-  } else {
-    const T m = s[0];
-    for (std::int64_t i = 0; i < n; ++i) y[i] = detail::vexp(static_cast<T>(x[i] - m));
-  }
-}
-
-template <class T>
-T row_max(const T* p, std::int64_t n) {
-  T m = p[0];
-#pragma omp simd reduction(max : m)
-  for (std::int64_t i = 1; i < n; ++i) m = p[i] > m ? p[i] : m;
-  return m;
-}
+using detail::row_max;
 
 // A row of `n` contiguous elements: the softmax dim is the innermost.
 template <class T>
