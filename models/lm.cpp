@@ -87,7 +87,7 @@ Tensor TransformerLm::logits(const Tensor& tokens) {
   check_tokens("TransformerLm", tokens, options_.max_length);
   Tensor x = positions_->forward(embedding_->forward(tokens));
   x = dropout(x, options_.dropout, is_training());
-  x = encoder_->forward(x, nn::causal_mask(tokens.size(1)));
+  x = encoder_->forward(x, nn::causal_mask(tokens.size(1)), Tensor(), /*is_causal=*/true);
   return head_->forward(x);
 }
 

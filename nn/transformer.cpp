@@ -37,7 +37,7 @@ Tensor causal_mask(std::int64_t size, DType dtype) {
 
 AttentionResult scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
                                              const Tensor& mask, double dropout_p, bool training,
-                                             bool need_weights) {
+                                             bool need_weights, bool is_causal) {
   REMAT_CHECK(q.defined() && k.defined() && v.defined(),
               "scaled_dot_product_attention: an input is an undefined tensor");
   REMAT_CHECK(q.dim() >= 2 && k.dim() == q.dim() && v.dim() == q.dim() &&
@@ -48,11 +48,12 @@ AttentionResult scaled_dot_product_attention(const Tensor& q, const Tensor& k, c
   const double scale = 1.0 / std::sqrt(static_cast<double>(q.size(-1)));
   // Without the weights, one fused op that never stores them (ops/attention.h).
   if (!need_weights && !(mask.defined() && mask.requires_grad()))
-    return {attention(q, k, v, mask, scale, dropout_p, training), Tensor()};
+    return {attention(q, k, v, mask, scale, dropout_p, training, is_causal), Tensor()};
   // Scaling the queries first (as PyTorch) costs L x d multiplies instead of L x S.
   Tensor scores = matmul(mul(q, scale), transpose(k, -2, -1));
   if (mask.defined())
     scores = mask.dtype() == DType::Int64 ? masked_fill(scores, mask, -kInf) : add(scores, mask);
+  if (is_causal) scores = add(scores, causal_mask(q.size(-2), q.dtype()));
   Tensor weights = softmax(scores, -1);
   if (dropout_p > 0 && training) weights = dropout(weights, dropout_p, true);
   return {matmul(weights, v), need_weights ? weights : Tensor()};
@@ -125,6 +126,9 @@ MultiheadAttentionOutput MultiheadAttention::forward(const Tensor& query, const 
     q = linear(qb, w3[0], b3[0]), k = linear(kb, w3[1], b3[1]), v = linear(vb, w3[2], b3[2]);
   }
 
+  // The causal hint stands for attn_mask in the fused op (it is that mask), which then skips
+  // the forbidden scores; the weights, when asked for, come from the masks themselves.
+  const bool causal = masks.is_causal && !masks.need_weights && L == S;
   Tensor mask;  // broadcasts to [batch, heads, L, S]
   if (masks.attn_mask.defined()) {
     const Tensor& m = masks.attn_mask;
@@ -134,7 +138,7 @@ MultiheadAttentionOutput MultiheadAttention::forward(const Tensor& query, const 
                 "MultiheadAttention: attn_mask must be [{}, {}] or [{}, {}, {}] (batch * heads, "
                 "L, S), got {}",
                 L, S, batch * heads, L, S, m.shape());
-    mask = m.dim() == 2 ? m : reshape(m, {batch, heads, L, S});
+    if (!causal) mask = m.dim() == 2 ? m : reshape(m, {batch, heads, L, S});
   }
   if (masks.key_padding_mask.defined()) {
     const Tensor& m = masks.key_padding_mask;
@@ -148,7 +152,7 @@ MultiheadAttentionOutput MultiheadAttention::forward(const Tensor& query, const 
 
   const AttentionResult r = scaled_dot_product_attention(
       split_heads(q, heads), split_heads(k, heads), split_heads(v, heads), mask, o.dropout,
-      is_training(), masks.need_weights);
+      is_training(), masks.need_weights, causal);
   Tensor out = out_proj_->forward(reshape(permute(r.output, {0, 2, 1, 3}), {batch, L, E}));
   Tensor weights;
   if (masks.need_weights) {
@@ -202,12 +206,13 @@ void TransformerEncoderLayer::reset_parameters() {
 }
 
 Tensor TransformerEncoderLayer::self_attention_block(const Tensor& x, const Tensor& mask,
-                                                     const Tensor& padding) {
-  const Tensor a =
-      self_attn_
-          ->forward(x, x, x,
-                    {.key_padding_mask = padding, .attn_mask = mask, .need_weights = false})
-          .output;
+                                                     const Tensor& padding, bool is_causal) {
+  AttentionMasks masks;
+  masks.key_padding_mask = padding;
+  masks.attn_mask = mask;
+  masks.need_weights = false;
+  masks.is_causal = is_causal;
+  const Tensor a = self_attn_->forward(x, x, x, masks).output;
   return dropout(a, options_.dropout, is_training());
 }
 
@@ -219,13 +224,13 @@ Tensor TransformerEncoderLayer::feed_forward_block(const Tensor& x) {
 }
 
 Tensor TransformerEncoderLayer::forward(const Tensor& src, const Tensor& src_mask,
-                                        const Tensor& src_key_padding_mask) {
+                                        const Tensor& src_key_padding_mask, bool is_causal) {
   Tensor x = src;
   if (options_.norm_first) {
-    x = add(x, self_attention_block(norm1_->forward(x), src_mask, src_key_padding_mask));
+    x = add(x, self_attention_block(norm1_->forward(x), src_mask, src_key_padding_mask, is_causal));
     return add(x, feed_forward_block(norm2_->forward(x)));
   }
-  x = norm1_->forward(add(x, self_attention_block(x, src_mask, src_key_padding_mask)));
+  x = norm1_->forward(add(x, self_attention_block(x, src_mask, src_key_padding_mask, is_causal)));
   return norm2_->forward(add(x, feed_forward_block(x)));
 }
 
@@ -254,10 +259,10 @@ TransformerEncoder::TransformerEncoder(TransformerEncoderOptions options)
 }
 
 Tensor TransformerEncoder::forward(const Tensor& src, const Tensor& mask,
-                                   const Tensor& src_key_padding_mask) {
+                                   const Tensor& src_key_padding_mask, bool is_causal) {
   Tensor x = src;
   for (std::size_t i = 0; i < layers_->size(); ++i)
-    x = layer(i)->forward(x, mask, src_key_padding_mask);
+    x = layer(i)->forward(x, mask, src_key_padding_mask, is_causal);
   return norm_ ? norm_->forward(x) : x;
 }
 

@@ -27,9 +27,11 @@ Tensor causal_mask(std::int64_t size, DType dtype = DType::Float32);
 struct AttentionResult {
   Tensor output, weights;
 };
+// is_causal: query i attends to keys 0..i only, on top of `mask` (ops/attention.h).
 AttentionResult scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
                                              const Tensor& mask = Tensor(), double dropout_p = 0,
-                                             bool training = false, bool need_weights = false);
+                                             bool training = false, bool need_weights = false,
+                                             bool is_causal = false);
 
 struct MultiheadAttentionOptions {
   std::int64_t embed_dim = 0;
@@ -45,6 +47,9 @@ struct AttentionMasks {
   Tensor attn_mask;         // [L, S] or [batch * num_heads, L, S]
   bool need_weights = true;
   bool average_attn_weights = true;  // weights [batch, L, S] averaged over heads
+  // PyTorch's hint that attn_mask is the causal mask: without weights, the fused attention then
+  // skips the forbidden scores instead of adding the mask (the result is the same).
+  bool is_causal = false;
 };
 
 struct MultiheadAttentionOutput {
@@ -95,14 +100,16 @@ struct TransformerEncoderLayerOptions {
 class TransformerEncoderLayer : public Module {
  public:
   explicit TransformerEncoderLayer(TransformerEncoderLayerOptions options);
+  // is_causal: src_mask is the causal mask (PyTorch's hint; see AttentionMasks).
   Tensor forward(const Tensor& src, const Tensor& src_mask,
-                 const Tensor& src_key_padding_mask = Tensor());
+                 const Tensor& src_key_padding_mask = Tensor(), bool is_causal = false);
   Tensor forward(const Tensor& src) override { return forward(src, Tensor(), Tensor()); }
   void reset_parameters();
   const TransformerEncoderLayerOptions& options() const { return options_; }
 
  private:
-  Tensor self_attention_block(const Tensor& x, const Tensor& mask, const Tensor& padding);
+  Tensor self_attention_block(const Tensor& x, const Tensor& mask, const Tensor& padding,
+                              bool is_causal);
   Tensor feed_forward_block(const Tensor& x);
 
   TransformerEncoderLayerOptions options_;
@@ -123,7 +130,7 @@ class TransformerEncoder : public Module {
  public:
   explicit TransformerEncoder(TransformerEncoderOptions options);
   Tensor forward(const Tensor& src, const Tensor& mask,
-                 const Tensor& src_key_padding_mask = Tensor());
+                 const Tensor& src_key_padding_mask = Tensor(), bool is_causal = false);
   Tensor forward(const Tensor& src) override { return forward(src, Tensor(), Tensor()); }
   const ModuleList& layers() const { return *layers_; }
   // The layer at `index` (bounds-checked).

@@ -15,9 +15,11 @@ namespace remat {
 // q [..., L, E], k [..., S, E], v [..., S, Ev] with equal leading dims; mask undefined, float
 // (added to the scores, -inf forbids) or int64 (non-zero forbids), broadcasting to
 // [..., L, S]; returns [..., L, Ev].  Dropout applies to the weights when training and
-// dropout_p > 0, with a key from the default generator.  A mask that requires grad is not
-// supported here (use matmul and softmax).
+// dropout_p > 0, with a key from the default generator.  is_causal: query i attends to keys
+// 0..i only (PyTorch's is_causal, top-left aligned when L != S), on top of any mask; the
+// forbidden scores are never computed.  A mask that requires grad is not supported here (use
+// matmul and softmax).
 Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask,
-                 double scale, double dropout_p = 0, bool training = false);
+                 double scale, double dropout_p = 0, bool training = false, bool is_causal = false);
 
 }  // namespace remat

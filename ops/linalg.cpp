@@ -1,5 +1,6 @@
 #include "ops/linalg.h"
 
+#include <algorithm>
 #include <optional>
 
 #include "ops/cpu/gemm.h"
@@ -185,8 +186,9 @@ class LinearOp final : public Op {
       if (in.size() == 3) {
         const T* bias = in[2].data<T>();
         const std::int64_t bs = in[2].meta->strides[0];
-        for (std::int64_t r = 0; r < rows; ++r)
-          for (std::int64_t j = 0; j < n; ++j) c[r * n + j] = bias[j * bs];
+        // Row 0 gathers the bias (any stride), the other rows copy row 0.
+        for (std::int64_t j = 0; j < n; ++j) c[j] = bias[j * bs];
+        for (std::int64_t r = 1; r < rows; ++r) std::copy_n(c, n, c + r * n);
         beta = 1;
       }
       gemm<T>(lx, lwt, rows, n, k, in[0].data<T>(), in[1].data<T>(), beta, c, n);

@@ -143,6 +143,39 @@ TEST(MultiheadAttention, CausalSelfAttentionMatchesPyTorch) {
   check_against_torch(mha, c, {{"output", r.output}}, {{"x", x}});
 }
 
+// The causal hint (PyTorch's is_causal) gives what the causal mask gives, also with key
+// padding and through the encoder, outputs and gradients.
+TEST(MultiheadAttention, CausalHintEqualsTheCausalMask) {
+  manual_seed(4);
+  nn::MultiheadAttention a(
+      {.embed_dim = 8, .num_heads = 2, .batch_first = true, .dtype = DType::Float64});
+  const Tensor x = leaf64({2, 6, 8}, 2);
+  const Tensor padding =
+      reshape(tensor<std::int64_t>({0, 0, 0, 0, 0, 1, 0, 0, 1, 0, 0, 0}), {2, 6});
+  for (const Tensor& pad : {Tensor(), padding}) {
+    nn::AttentionMasks masks;
+    masks.attn_mask = nn::causal_mask(6, DType::Float64);
+    masks.key_padding_mask = pad;
+    masks.need_weights = false;
+    const Tensor plain = a.forward(x, x, x, masks).output;
+    masks.is_causal = true;
+    const Tensor hinted = a.forward(x, x, x, masks).output;
+    EXPECT_TRUE(all_close(hinted, plain, 1e-13, 1e-14));
+    const auto g1 = grad({sum(mul(plain, plain))}, {x});
+    const auto g2 = grad({sum(mul(hinted, hinted))}, {x});
+    EXPECT_TRUE(all_close(g2[0], g1[0], 1e-12, 1e-13));
+  }
+  nn::TransformerEncoder enc({.layer = {.d_model = 8,
+                                        .nhead = 2,
+                                        .dim_feedforward = 16,
+                                        .dropout = 0,
+                                        .batch_first = true,
+                                        .dtype = DType::Float64},
+                              .num_layers = 2});
+  const Tensor mask = nn::causal_mask(6, DType::Float64);
+  EXPECT_TRUE(all_close(enc.forward(x, mask, Tensor(), true), enc.forward(x, mask), 1e-13, 1e-14));
+}
+
 TEST(MultiheadAttention, SequenceFirstAndIntegerMasksAgreeWithBatchFirstAndFloatMasks) {
   manual_seed(3);
   nn::MultiheadAttention a({.embed_dim = 8, .num_heads = 4, .dtype = DType::Float64});

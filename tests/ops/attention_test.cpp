@@ -85,6 +85,47 @@ TEST(Attention, StridedInputsFromOneProjection) {
   EXPECT_TRUE(all_close(g[0], gw[0], 1e-11, 1e-12));
 }
 
+// is_causal computes only the keys each block of query rows can see (several blocks here),
+// alone, with a key padding mask, and with fewer queries than keys (top-left aligned).
+TEST(Attention, CausalSkipsTheForbiddenScores) {
+  auto check = [](const Shape& qs, const Shape& ks, const Tensor& mask) {
+    const Tensor q = leaf64(qs, 41), k = leaf64(ks, 42), v = leaf64(ks, 43);
+    const std::int64_t L = qs[qs.size() - 2], S = ks[ks.size() - 2];
+    const Tensor causal_mask = triu(full({L, S}, -kInf, {.dtype = DType::Float64}), 1);
+    const Tensor full_mask = mask.defined() ? add(mask, causal_mask) : causal_mask;
+    const Tensor y = attention(q, k, v, mask, 0.4, 0, false, /*is_causal=*/true);
+    const Tensor want = reference(q, k, v, full_mask, 0.4);
+    ASSERT_TRUE(all_close(y, want, 1e-12, 1e-13));
+    const Tensor w = leaf64(y.shape(), 44);
+    const auto g = grad({sum(mul(y, w))}, {q, k, v});
+    const auto gw = grad({sum(mul(want, w))}, {q, k, v});
+    for (int i = 0; i < 3; ++i) EXPECT_TRUE(all_close(g[i], gw[i], 1e-11, 1e-12)) << "input " << i;
+  };
+  check({2, 2, 70, 4}, {2, 2, 70, 4}, Tensor());
+  // Keys 3, 10 and 45 padded (never key 0: a row with no key left is NaN either way).
+  std::vector<double> pad(50, 0.0);
+  for (int j : {3, 10, 45}) pad[j] = -kInf;
+  check({2, 2, 40, 4}, {2, 2, 50, 4}, reshape(tensor<double>(pad), {1, 1, 1, 50}));
+  // With dropout, the fused derivative and the composed one (create_graph) agree.
+  const Tensor q = leaf64({1, 2, 40, 3}, 46), k = leaf64({1, 2, 40, 3}, 47),
+               v = leaf64({1, 2, 40, 3}, 48);
+  manual_seed(4);
+  const Tensor y1 = attention(q, k, v, Tensor(), 0.5, 0.3, true, true);
+  manual_seed(4);
+  const Tensor y2 = attention(q, k, v, Tensor(), 0.5, 0.3, true, true);
+  const auto fused = grad({sum(y1)}, {q, k, v});
+  const auto composed = grad({sum(y2)}, {q, k, v}, {}, false, /*create_graph=*/true);
+  for (int i = 0; i < 3; ++i)
+    EXPECT_TRUE(all_close(fused[i], composed[i], 1e-11, 1e-12)) << "input " << i;
+  auto fn = [](const std::vector<Tensor>& in) {
+    return attention(in[0], in[1], in[2], Tensor(), 0.7, 0, false, true);
+  };
+  const std::vector<Tensor> in{leaf64({1, 1, 5, 2}, 49), leaf64({1, 1, 5, 2}, 50),
+                               leaf64({1, 1, 5, 2}, 51)};
+  EXPECT_TRUE(gradcheck(fn, in));
+  EXPECT_TRUE(gradgradcheck(fn, in));
+}
+
 TEST(Attention, FiniteDifferencesOfFirstAndSecondDerivatives) {
   const Tensor mask = causal(4, DType::Float64);
   auto fn = [&](const std::vector<Tensor>& in) {
