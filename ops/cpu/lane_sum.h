@@ -1,6 +1,7 @@
-// Internal: a sum (and a dot product) in double with eight independent lanes.  The compiler vectorises it (a plain
-// double loop is serialised by its single dependency chain), and the order is fixed, so the
-// result is bit-reproducible whatever the thread count.  Used by normalisation and softmax.
+// Internal: a sum (and a dot product) in double with eight independent lanes.  The compiler
+// vectorises it (a plain double loop is serialised by its single dependency chain), and the order
+// is fixed, so the result is bit-reproducible whatever the thread count.  Used by normalisation and
+// softmax.
 #pragma once
 #include <cstdint>
 
