@@ -310,7 +310,7 @@ class Sweep {
 }  // namespace
 
 int main(int argc, char** argv) {
-  ensure_passive_threads(argc, argv);
+  ensure_thread_policy(argc, argv);
   CLI::App app{"Step time and DTR counters of an MLP and a ResNet-20 across memory budgets"};
   std::string model = "all";
   int steps = 5, warmup = 2, threads = 1;

@@ -97,7 +97,7 @@ std::string budgeted_run(const std::string& name, const std::function<double()>&
 }  // namespace
 
 int main(int argc, char** argv) {
-  ensure_passive_threads(argc, argv);
+  ensure_thread_policy(argc, argv);
   CLI::App app{
       "Timed training steps of ResNet-32 and an MLP, served on stdin for compare_torch.sh"};
   int threads = 1, warmup = 3;

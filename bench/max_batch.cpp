@@ -205,7 +205,7 @@ std::int64_t largest(std::int64_t lo, const std::function<Trial(std::int64_t)>& 
 }  // namespace
 
 int main(int argc, char** argv) {
-  ensure_passive_threads(argc, argv);
+  ensure_thread_policy(argc, argv);
   CLI::App app{"The largest input that trains in a given memory, without and with DTR"};
   std::string model = "all";
   std::string memory_text;

@@ -164,7 +164,7 @@ BENCHMARK(BM_RowOp)
 }  // namespace
 
 int main(int argc, char** argv) {
-  remat::ensure_passive_threads(argc, argv);
+  remat::ensure_thread_policy(argc, argv);
   remat::set_num_threads(1);
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;

@@ -27,7 +27,7 @@ int default_threads() {
         "REMAT_NUM_THREADS='{}': expected a whole number from 1 to {}", text, max_threads());
     return n;
   }
-  return std::max(1, hardware_threads() / 2);
+  return hardware_threads();
 }
 std::atomic<int> g_threads{0};
 }  // namespace
@@ -72,9 +72,10 @@ void parallel_for(std::int64_t begin, std::int64_t end, std::int64_t grain,
   }
 }
 
-void ensure_passive_threads(int /*argc*/, char** argv) {
-  if (std::getenv("OMP_WAIT_POLICY")) return;
+void ensure_thread_policy(int /*argc*/, char** argv) {
+  if (std::getenv("OMP_WAIT_POLICY") || std::getenv("GOMP_SPINCOUNT")) return;
   setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
+  setenv("GOMP_SPINCOUNT", kDefaultSpinCount, 1);
   execv("/proc/self/exe", argv);
   // If re-execution is impossible, carry on: correctness does not depend on the policy.
 }

@@ -59,7 +59,7 @@ std::string plot_script(const std::vector<Snapshot>& snaps, const std::string& d
 }  // namespace
 
 int main(int argc, char** argv) {
-  ensure_passive_threads(argc, argv);
+  ensure_thread_policy(argc, argv);
   CLI::App app{"Train an Unrolled GAN on a ring of 8 Gaussians under a memory budget"};
   long steps = 25000;
   std::string schedule = "cosine";

@@ -43,7 +43,7 @@ double bits_per_character(nn::Module& model, const std::vector<nn::SequenceBatch
 }  // namespace
 
 int main(int argc, char** argv) {
-  ensure_passive_threads(argc, argv);
+  ensure_thread_policy(argc, argv);
   CLI::App app{"Train a character-level LSTM or Transformer language model on fortunes"};
   std::string model_name = "lstm";
   long steps = 2000;

@@ -17,7 +17,7 @@
 using namespace remat;
 
 int main(int argc, char** argv) {
-  ensure_passive_threads(argc, argv);
+  ensure_thread_policy(argc, argv);
   CLI::App app{"Train an MLP on Fashion-MNIST or random data under a memory budget"};
   examples::TrainFlags f;
   f.model = "mlp", f.batch_size = 128, f.lr = 0.05;

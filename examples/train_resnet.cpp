@@ -44,7 +44,7 @@ double evaluate(nn::Module& model, nn::DataLoader& loader) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  ensure_passive_threads(argc, argv);
+  ensure_thread_policy(argc, argv);
   CLI::App app{"Train a ResNet on Fashion-MNIST under a memory budget"};
   examples::TrainFlags f;
   f.model = "resnet20", f.batch_size = 64, f.lr = 0.1;

@@ -46,7 +46,7 @@ double accuracy(models::TreeLSTM& model, const std::vector<listops::Example>& ex
 }  // namespace
 
 int main(int argc, char** argv) {
-  ensure_passive_threads(argc, argv);
+  ensure_thread_policy(argc, argv);
   CLI::App app{"Train a TreeLSTM on generated ListOps expressions under a memory budget"};
   long steps = 12000;
   std::int64_t batch_size = 128, hidden = 128, embedding = 64;

@@ -121,11 +121,9 @@ void scores(const Geometry& g, T scale, const Operand<T>& q, const Operand<T>& k
 template <class F>
 void over_heads(const Geometry& g, F&& fn) {
   const std::int64_t work = g.L * g.S * (g.E + g.Ev);
-  parallel_for(0, g.batch * g.heads,
-               std::max<std::int64_t>(1, (1 << 17) / std::max<std::int64_t>(work, 1)),
-               [&](std::int64_t t0, std::int64_t t1) {
-                 for (std::int64_t t = t0; t < t1; ++t) fn(t / g.heads, t % g.heads);
-               });
+  parallel_for(0, g.batch * g.heads, grain_for(work), [&](std::int64_t t0, std::int64_t t1) {
+    for (std::int64_t t = t0; t < t1; ++t) fn(t / g.heads, t % g.heads);
+  });
 }
 
 struct AttentionAttrs {

@@ -5,9 +5,15 @@
 
 namespace remat {
 namespace {
-Tensor engine_add(const Tensor& a, const Tensor& b) { return add(a, b); }
-Tensor engine_zeros(const TensorMeta& m) { return zeros(m.shape, {m.dtype, m.device}); }
-Tensor engine_ones(const TensorMeta& m) { return ones(m.shape, {m.dtype, m.device}); }
+Tensor engine_add(const Tensor& a, const Tensor& b) {
+  return add(a, b);
+}
+Tensor engine_zeros(const TensorMeta& m) {
+  return zeros(m.shape, {m.dtype, m.device});
+}
+Tensor engine_ones(const TensorMeta& m) {
+  return ones(m.shape, {m.dtype, m.device});
+}
 }  // namespace
 
 // Referenced from dispatch.cpp so the linker keeps this file.

@@ -174,7 +174,7 @@ void select_slabs(const KernelArg& x, const KernelArg& out, std::int64_t dim,
   for (std::int64_t d = 0; d < dim; ++d) outer *= xm.shape[d];
   for (std::int64_t d = dim + 1; d < xm.dim(); ++d) inner *= xm.shape[d];
   const std::int64_t n = xm.shape[dim];
-  const std::int64_t grain = std::max<std::int64_t>(1, 32768 / std::max<std::int64_t>(inner, 1));
+  const std::int64_t grain = grain_for(inner);
   if (xm.is_contiguous()) {
     const T* src = x.data<T>();
     T* dst = out.data<T>();

@@ -356,26 +356,24 @@ class ChannelAffineOp final : public Op {
       const T* shift = in[2].data<T>();
       T* y = out[0].data<T>();
       if (inner == 1) {
-        parallel_for(0, m.shape[0], std::max<std::int64_t>(1, 16384 / channels),
-                     [&](std::int64_t r0, std::int64_t r1) {
-                       for (std::int64_t r = r0; r < r1; ++r) {
+        parallel_for(0, m.shape[0], grain_for(channels), [&](std::int64_t r0, std::int64_t r1) {
+          for (std::int64_t r = r0; r < r1; ++r) {
 #pragma omp simd
-                         for (std::int64_t c = 0; c < channels; ++c)
-                           y[r * channels + c] = x[r * channels + c] * scale[c] + shift[c];
-                       }
-                     });
+            for (std::int64_t c = 0; c < channels; ++c)
+              y[r * channels + c] = x[r * channels + c] * scale[c] + shift[c];
+          }
+        });
         return;
       }
-      parallel_for(0, outer, std::max<std::int64_t>(1, 16384 / inner),
-                   [&](std::int64_t r0, std::int64_t r1) {
-                     for (std::int64_t r = r0; r < r1; ++r) {
-                       const T s = scale[r % channels], t = shift[r % channels];
-                       const T* p = x + r * inner;
-                       T* o = y + r * inner;
+      parallel_for(0, outer, grain_for(inner), [&](std::int64_t r0, std::int64_t r1) {
+        for (std::int64_t r = r0; r < r1; ++r) {
+          const T s = scale[r % channels], t = shift[r % channels];
+          const T* p = x + r * inner;
+          T* o = y + r * inner;
 #pragma omp simd
-                       for (std::int64_t i = 0; i < inner; ++i) o[i] = p[i] * s + t;
-                     }
-                   });
+          for (std::int64_t i = 0; i < inner; ++i) o[i] = p[i] * s + t;
+        }
+      });
     });
   }
   std::vector<Tensor> backward(const BackwardContext& c) const override {
@@ -545,33 +543,31 @@ class LayerNormOp final : public Op {
       T* y = out[0].data<T>();
       T* mean_out = out[1].data<T>();
       T* rstd_out = out[2].data<T>();
-      parallel_for(0, rows, std::max<std::int64_t>(1, 16384 / std::max<std::int64_t>(row, 1)),
-                   [&](std::int64_t r0, std::int64_t r1) {
-                     for (std::int64_t r = r0; r < r1; ++r) {
-                       const T* p = x + r * row;
-                       T* o = y + r * row;
-                       const double mean = lane_sum(p, row) / static_cast<double>(row);
-                       const double var = lane_sqdev(p, row, mean) / static_cast<double>(row);
-                       const double rstd = 1.0 / std::sqrt(var + eps_);
-                       mean_out[r] = static_cast<T>(mean);
-                       rstd_out[r] = static_cast<T>(rstd);
-                       const T mu = static_cast<T>(mean), rs = static_cast<T>(rstd);
-                       if (w && b) {
+      parallel_for(0, rows, grain_for(row), [&](std::int64_t r0, std::int64_t r1) {
+        for (std::int64_t r = r0; r < r1; ++r) {
+          const T* p = x + r * row;
+          T* o = y + r * row;
+          const double mean = lane_sum(p, row) / static_cast<double>(row);
+          const double var = lane_sqdev(p, row, mean) / static_cast<double>(row);
+          const double rstd = 1.0 / std::sqrt(var + eps_);
+          mean_out[r] = static_cast<T>(mean);
+          rstd_out[r] = static_cast<T>(rstd);
+          const T mu = static_cast<T>(mean), rs = static_cast<T>(rstd);
+          if (w && b) {
 #pragma omp simd
-                         for (std::int64_t i = 0; i < row; ++i)
-                           o[i] = (p[i] - mu) * rs * w[i] + b[i];
-                       } else if (w) {
+            for (std::int64_t i = 0; i < row; ++i) o[i] = (p[i] - mu) * rs * w[i] + b[i];
+          } else if (w) {
 #pragma omp simd
-                         for (std::int64_t i = 0; i < row; ++i) o[i] = (p[i] - mu) * rs * w[i];
-                       } else if (b) {
+            for (std::int64_t i = 0; i < row; ++i) o[i] = (p[i] - mu) * rs * w[i];
+          } else if (b) {
 #pragma omp simd
-                         for (std::int64_t i = 0; i < row; ++i) o[i] = (p[i] - mu) * rs + b[i];
-                       } else {
+            for (std::int64_t i = 0; i < row; ++i) o[i] = (p[i] - mu) * rs + b[i];
+          } else {
 #pragma omp simd
-                         for (std::int64_t i = 0; i < row; ++i) o[i] = (p[i] - mu) * rs;
-                       }
-                     }
-                   });
+            for (std::int64_t i = 0; i < row; ++i) o[i] = (p[i] - mu) * rs;
+          }
+        }
+      });
     });
   }
   // The batch-norm formula with the roles of dims swapped: statistics per row over the last

@@ -10,7 +10,7 @@ namespace remat {
 namespace {
 
 // Elements per parallel chunk: an update is a few flops per element, memory-bound.
-constexpr std::int64_t kGrain = 1 << 16;
+constexpr std::int64_t kGrain = kMinParallelWork;
 
 void check_same(std::string_view op, std::span<const TensorMeta> in) {
   for (std::size_t i = 0; i < in.size(); ++i) {

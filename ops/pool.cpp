@@ -62,11 +62,9 @@ Shape pooled_shape(std::string_view op, const TensorMeta& x, const Pool2dParams&
 // Runs f(plane) for every (n, c) plane, spread over threads.
 template <class F>
 void for_planes(std::int64_t planes, std::int64_t work_per_plane, F&& f) {
-  parallel_for(0, planes,
-               std::max<std::int64_t>(1, 16384 / std::max<std::int64_t>(work_per_plane, 1)),
-               [&](std::int64_t b, std::int64_t e) {
-                 for (std::int64_t i = b; i < e; ++i) f(i);
-               });
+  parallel_for(0, planes, grain_for(work_per_plane), [&](std::int64_t b, std::int64_t e) {
+    for (std::int64_t i = b; i < e; ++i) f(i);
+  });
 }
 
 struct Planes {

@@ -115,7 +115,7 @@ class SumOp final : public Op {
         // would miss the cache on every element.  Each column still sums its rows in order,
         // so the bits are those of the general path.
         const std::int64_t rows = g.reduced, cols = g.outputs;
-        parallel_for(0, cols, std::max<std::int64_t>(64, 16384 / std::max<std::int64_t>(rows, 1)),
+        parallel_for(0, cols, std::max<std::int64_t>(64, grain_for(rows)),
                      [&](std::int64_t b, std::int64_t e) {
                        constexpr std::int64_t kBlock = 256;
                        Acc<T> acc[kBlock];
@@ -131,28 +131,25 @@ class SumOp final : public Op {
                      });
         return;
       }
-      parallel_for(0, g.outputs,
-                   std::max<std::int64_t>(1, 16384 / std::max<std::int64_t>(g.reduced, 1)),
-                   [&](std::int64_t b, std::int64_t e) {
-                     for (std::int64_t o = b; o < e; ++o) {
-                       const std::int64_t base = g.input_offset(o);
-                       if (contiguous_inner && g.red_shape.size() == 1) {
-                         // Four independent accumulators let the compiler keep the loop pipelined.
-                         Acc<T> a0 = 0, a1 = 0, a2 = 0, a3 = 0;
-                         const T* p = x + base;
-                         const std::int64_t n = g.reduced;
-                         std::int64_t i = 0;
-                         for (; i + 4 <= n; i += 4)
-                           a0 += p[i], a1 += p[i + 1], a2 += p[i + 2], a3 += p[i + 3];
-                         for (; i < n; ++i) a0 += p[i];
-                         y[o] = static_cast<T>((a0 + a1) + (a2 + a3));
-                       } else {
-                         Acc<T> acc = 0;
-                         g.walk(base, [&](std::int64_t off) { acc += x[off]; });
-                         y[o] = static_cast<T>(acc);
-                       }
-                     }
-                   });
+      parallel_for(0, g.outputs, grain_for(g.reduced), [&](std::int64_t b, std::int64_t e) {
+        for (std::int64_t o = b; o < e; ++o) {
+          const std::int64_t base = g.input_offset(o);
+          if (contiguous_inner && g.red_shape.size() == 1) {
+            // Four independent accumulators let the compiler keep the loop pipelined.
+            Acc<T> a0 = 0, a1 = 0, a2 = 0, a3 = 0;
+            const T* p = x + base;
+            const std::int64_t n = g.reduced;
+            std::int64_t i = 0;
+            for (; i + 4 <= n; i += 4) a0 += p[i], a1 += p[i + 1], a2 += p[i + 2], a3 += p[i + 3];
+            for (; i < n; ++i) a0 += p[i];
+            y[o] = static_cast<T>((a0 + a1) + (a2 + a3));
+          } else {
+            Acc<T> acc = 0;
+            g.walk(base, [&](std::int64_t off) { acc += x[off]; });
+            y[o] = static_cast<T>(acc);
+          }
+        }
+      });
     });
   }
   std::vector<Tensor> backward(const BackwardContext& c) const override {
@@ -301,12 +298,10 @@ class NormOp final : public Op {
       const ReduceGeometry g(*in[0].meta, dims_);
       const T* x = in[0].data<T>();
       T* y = out[0].data<T>();
-      parallel_for(0, g.outputs,
-                   std::max<std::int64_t>(1, 16384 / std::max<std::int64_t>(g.reduced, 1)),
-                   [&](std::int64_t b, std::int64_t e) {
-                     for (std::int64_t o = b; o < e; ++o)
-                       y[o] = static_cast<T>(reduce_one(g, x, g.input_offset(o)));
-                   });
+      parallel_for(0, g.outputs, grain_for(g.reduced), [&](std::int64_t b, std::int64_t e) {
+        for (std::int64_t o = b; o < e; ++o)
+          y[o] = static_cast<T>(reduce_one(g, x, g.input_offset(o)));
+      });
     });
   }
   std::vector<Tensor> backward(const BackwardContext& c) const override {

@@ -30,7 +30,7 @@ struct Gates {
 // Rows of [batch, ...] across threads when a step is large enough to pay for it.
 template <class F>
 void over_rows(std::int64_t rows, std::int64_t per_row, F&& f) {
-  const std::int64_t grain = std::max<std::int64_t>(1, 65536 / std::max<std::int64_t>(per_row, 1));
+  const std::int64_t grain = grain_for(per_row);
   if (rows <= grain) {
     f(0, rows);
     return;

@@ -102,25 +102,22 @@ class SoftmaxOp final : public Op {
       const T* x = in[0].data<T>();
       T* y = out[0].data<T>();
       if (inner == 1) {
-        parallel_for(0, outer, std::max<std::int64_t>(1, 16384 / d_size),
-                     [&](std::int64_t b, std::int64_t e) {
-                       for (std::int64_t r = b; r < e; ++r)
-                         softmax_row(x + r * d_size, y + r * d_size, d_size, log_);
-                     });
+        parallel_for(0, outer, grain_for(d_size), [&](std::int64_t b, std::int64_t e) {
+          for (std::int64_t r = b; r < e; ++r)
+            softmax_row(x + r * d_size, y + r * d_size, d_size, log_);
+        });
         return;
       }
       constexpr std::int64_t kWidth = 256;
       const std::int64_t blocks = (inner + kWidth - 1) / kWidth;
       const std::int64_t work = d_size * std::min(inner, kWidth);
-      parallel_for(0, outer * blocks, std::max<std::int64_t>(1, 16384 / work),
-                   [&](std::int64_t b, std::int64_t e) {
-                     for (std::int64_t t = b; t < e; ++t) {
-                       const std::int64_t o = t / blocks, j0 = (t % blocks) * kWidth;
-                       const std::int64_t off = o * d_size * inner + j0;
-                       softmax_columns(x + off, y + off, d_size, inner,
-                                       std::min(kWidth, inner - j0), log_);
-                     }
-                   });
+      parallel_for(0, outer * blocks, grain_for(work), [&](std::int64_t b, std::int64_t e) {
+        for (std::int64_t t = b; t < e; ++t) {
+          const std::int64_t o = t / blocks, j0 = (t % blocks) * kWidth;
+          const std::int64_t off = o * d_size * inner + j0;
+          softmax_columns(x + off, y + off, d_size, inner, std::min(kWidth, inner - j0), log_);
+        }
+      });
     });
   }
   std::vector<Tensor> backward(const BackwardContext& c) const override {

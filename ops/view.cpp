@@ -52,8 +52,9 @@ Shape infer_size(std::string_view op, Shape shape, std::int64_t numel, const Sha
     }
   }
   if (infer_at >= 0) {
-    REMAT_CHECK(known != 0 && numel % known == 0, "{}: shape {} is invalid for input of shape {} ({} elements)",
-                op, shape, from, numel);
+    REMAT_CHECK(known != 0 && numel % known == 0,
+                "{}: shape {} is invalid for input of shape {} ({} elements)", op, shape, from,
+                numel);
     shape[infer_at] = numel / known;
   } else {
     REMAT_CHECK(known == numel, "{}: shape {} is invalid for input of shape {} ({} elements)", op,
@@ -76,8 +77,10 @@ class ReshapeView final : public ViewOp {
   std::vector<TensorMeta> infer(std::span<const TensorMeta> in) const override {
     TensorMeta m = in[0];
     auto strides = view_strides(m, shape_);
-    REMAT_CHECK(strides, "view: shape {} is not compatible with input of shape {} and strides {}; "
-                "use reshape() (which copies) instead", shape_, m.shape, m.strides);
+    REMAT_CHECK(strides,
+                "view: shape {} is not compatible with input of shape {} and strides {}; "
+                "use reshape() (which copies) instead",
+                shape_, m.shape, m.strides);
     m.shape = shape_;
     m.strides = *strides;
     return {m};
@@ -96,7 +99,8 @@ class ExpandView final : public ViewOp {
   std::string_view name() const override { return "expand"; }
   std::vector<TensorMeta> infer(std::span<const TensorMeta> in) const override {
     const TensorMeta& m = in[0];
-    REMAT_CHECK(shape_.size() >= m.shape.size(), "expand: cannot expand shape {} to fewer dims {}", m.shape, shape_);
+    REMAT_CHECK(shape_.size() >= m.shape.size(), "expand: cannot expand shape {} to fewer dims {}",
+                m.shape, shape_);
     TensorMeta out = m;
     out.shape = shape_;
     out.strides.assign(shape_.size(), 0);
@@ -172,7 +176,8 @@ class SliceView final : public ViewOp {
 // Gradient of a slice: the incoming gradient placed into zeros of the input's shape.
 class SliceBackwardOp final : public Op {
  public:
-  SliceBackwardOp(Shape input_shape, std::int64_t dim, std::int64_t start, std::int64_t length, std::int64_t step)
+  SliceBackwardOp(Shape input_shape, std::int64_t dim, std::int64_t start, std::int64_t length,
+                  std::int64_t step)
       : shape_(std::move(input_shape)), dim_(dim), start_(start), length_(length), step_(step) {}
   std::string_view name() const override { return "slice_backward"; }
   std::vector<TensorMeta> infer(std::span<const TensorMeta> in) const override {
@@ -201,8 +206,9 @@ class SliceBackwardOp final : public Op {
 };
 
 std::vector<Tensor> SliceView::backward(const BackwardContext& c) const {
-  return {call1(std::make_shared<SliceBackwardOp>(c.input_meta(0).shape, dim_, start_, length_, step_),
-                {c.grad(0)})};
+  return {
+      call1(std::make_shared<SliceBackwardOp>(c.input_meta(0).shape, dim_, start_, length_, step_),
+            {c.grad(0)})};
 }
 
 class CloneOp final : public Op {
@@ -230,14 +236,16 @@ Tensor view(const Tensor& t, Shape shape) {
 Tensor reshape(const Tensor& t, Shape shape) {
   shape = infer_size("reshape", std::move(shape), t.numel(), t.shape());
   if (shape == t.shape()) return t;
-  if (view_strides(t.meta(), shape)) return call1(std::make_shared<ReshapeView>(std::move(shape)), {t});
+  if (view_strides(t.meta(), shape))
+    return call1(std::make_shared<ReshapeView>(std::move(shape)), {t});
   return call1(std::make_shared<ReshapeView>(std::move(shape)), {clone(t)});
 }
 
 Tensor flatten(const Tensor& t, std::int64_t start_dim, std::int64_t end_dim) {
   if (t.dim() == 0) return reshape(t, {1});
   const auto s = wrap_dim("flatten", start_dim, t.dim()), e = wrap_dim("flatten", end_dim, t.dim());
-  REMAT_CHECK(s <= e, "flatten: start_dim {} is after end_dim {} for shape {}", start_dim, end_dim, t.shape());
+  REMAT_CHECK(s <= e, "flatten: start_dim {} is after end_dim {} for shape {}", start_dim, end_dim,
+              t.shape());
   Shape shape(t.shape().begin(), t.shape().begin() + s);
   std::int64_t n = 1;
   for (auto d = s; d <= e; ++d) n *= t.shape()[d];
@@ -250,7 +258,9 @@ Tensor expand(const Tensor& t, Shape shape) {
   if (shape == t.shape()) return t;
   return call1(std::make_shared<ExpandView>(std::move(shape)), {t});
 }
-Tensor broadcast_to(const Tensor& t, const Shape& shape) { return expand(t, shape); }
+Tensor broadcast_to(const Tensor& t, const Shape& shape) {
+  return expand(t, shape);
+}
 
 Tensor permute(const Tensor& t, std::vector<std::int64_t> dims) {
   return call1(std::make_shared<PermuteView>(std::move(dims)), {t});
@@ -287,7 +297,8 @@ Tensor unsqueeze(const Tensor& t, std::int64_t dim) {
   return reshape(t, std::move(shape));
 }
 
-Tensor slice(const Tensor& t, std::int64_t dim, std::int64_t start, std::int64_t end, std::int64_t step) {
+Tensor slice(const Tensor& t, std::int64_t dim, std::int64_t start, std::int64_t end,
+             std::int64_t step) {
   REMAT_CHECK(t.dim() > 0, "slice: cannot slice a 0-dim tensor");
   const auto d = wrap_dim("slice", dim, t.dim());
   REMAT_CHECK(step > 0, "slice: step must be positive, got {}", step);
@@ -306,25 +317,31 @@ Tensor narrow(const Tensor& t, std::int64_t dim, std::int64_t start, std::int64_
   const std::int64_t n = t.shape()[d];
   if (start < 0) start += n;
   REMAT_CHECK(start >= 0 && length >= 0 && start + length <= n,
-              "narrow: start {} and length {} out of range for dim {} of shape {}", start, length, d, t.shape());
+              "narrow: start {} and length {} out of range for dim {} of shape {}", start, length,
+              d, t.shape());
   return slice(t, d, start, start + length);
 }
 
 Tensor select(const Tensor& t, std::int64_t dim, std::int64_t index) {
   const auto d = wrap_dim("select", dim, t.dim());
   const std::int64_t n = t.shape()[d];
-  REMAT_CHECK(index >= -n && index < n, "select: index {} out of range for dim {} of shape {}", index, d, t.shape());
+  REMAT_CHECK(index >= -n && index < n, "select: index {} out of range for dim {} of shape {}",
+              index, d, t.shape());
   if (index < 0) index += n;
   return squeeze(slice(t, d, index, index + 1), d);
 }
 
-Tensor contiguous(const Tensor& t) { return t.is_contiguous() ? t : clone(t); }
+Tensor contiguous(const Tensor& t) {
+  return t.is_contiguous() ? t : clone(t);
+}
 
 Tensor clone(const Tensor& t) {
   static const auto op = std::make_shared<CloneOp>();
   return call1(op, {t});
 }
 
-Tensor detach(const Tensor& t) { return alias_without_history(t); }
+Tensor detach(const Tensor& t) {
+  return alias_without_history(t);
+}
 
 }  // namespace remat

@@ -103,7 +103,7 @@ void for_each_row(const LoopPlan<N>& plan, std::array<char*, N> base,
   const std::int64_t rows = plan.numel / std::max<std::int64_t>(inner, 1);
   std::array<std::int64_t, N> inner_stride;
   for (std::size_t k = 0; k < N; ++k) inner_stride[k] = plan.strides[k][nd - 1];
-  const std::int64_t grain = std::max<std::int64_t>(1, 32768 / std::max<std::int64_t>(inner, 1));
+  const std::int64_t grain = grain_for(inner);
   auto chunk = [&](std::int64_t r0, std::int64_t r1) {
     Shape idx(nd, 0);  // inline: no heap for up to 6 dims
     // Decompose r0 into outer indices.

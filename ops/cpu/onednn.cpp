@@ -29,10 +29,10 @@ void sgemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int6
         c[i * ldc + j] = beta == 0.f ? 0.f : beta * c[i * ldc + j];
     return;
   }
-  // A small product runs on this thread alone: waking the other threads (a futex under the
-  // passive wait policy) costs more than the work, and a TreeLSTM's [1, 128] x [128, 320]
-  // products made two threads slower than one.  The choice depends on the shape only.
-  constexpr double kSerialMacs = 1 << 20;
+  // A small product runs on this thread alone: waking the other threads (a futex once they
+  // sleep) costs more than the work; [64, 128] x [128, 512] products (an LSTM step, 2^22
+  // multiply-adds) made two threads slower than one.  The choice depends on the shape only.
+  constexpr double kSerialMacs = 1 << 23;
   const bool serial =
       static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k) < kSerialMacs &&
       omp_get_max_threads() > 1;
