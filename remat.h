@@ -6,6 +6,7 @@
 #include "autograd/grad_mode.h"
 #include "core/parallel.h"
 #include "core/random.h"
+#include "core/scratch.h"
 #include "core/tensor.h"
 #include "dtr/config.h"
 #include "dtr/pool.h"

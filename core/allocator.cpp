@@ -1,5 +1,8 @@
 #include "core/allocator.h"
 
+#include <malloc.h>
+#include <sys/mman.h>
+
 #include <cstdint>
 #include <cstdlib>
 #include <map>
@@ -11,12 +14,32 @@
 namespace remat {
 namespace {
 
+// Blocks from this size up are mapped from the kernel directly, so that releasing one (under a
+// budget) really gives its pages back; smaller ones come from the C library's heap.
+constexpr std::size_t kMapThreshold = std::size_t{256} << 10;
+constexpr std::size_t kPage = 4096;
+
+std::size_t mapped_length(std::size_t size) {
+  return (size + kPage - 1) / kPage * kPage;
+}
+
+// Freed memory stays in the process: glibc otherwise unmaps its large chunks and trims its heap
+// as soon as they are free, and the next allocation faults every page in again (oneDNN's GEMM
+// allocates and frees its packing buffers on every call: about 1,300 faults per Transformer LM
+// step).  The pool's own large blocks are mapped directly and unmapped when it releases them.
+void keep_freed_memory() {
+  mallopt(M_MMAP_THRESHOLD, 32 << 20);
+  mallopt(M_TRIM_THRESHOLD, 1 << 30);
+}
+
 // Blocks are cached by exact size (rounded to the alignment): training steps repeat their sizes,
 // so exact reuse is the common case, and no block hides more than 63 unused bytes.  Without
 // `backed`, the same bookkeeping runs over no memory at all (the offline simulator's pool).
 class CachingCpuAllocator final : public Allocator {
  public:
-  explicit CachingCpuAllocator(bool backed = true) : backed_(backed) {}
+  explicit CachingCpuAllocator(bool backed = true) : backed_(backed) {
+    if (backed_) keep_freed_memory();
+  }
   ~CachingCpuAllocator() override { release_all_cached(); }
   Device device() const override { return Device::cpu(); }
 
@@ -43,10 +66,10 @@ class CachingCpuAllocator final : public Allocator {
       fake_next_ += size;
       return {reinterpret_cast<void*>(fake_next_), size};
     }
-    void* p = std::aligned_alloc(kBufferAlignment, size);
+    void* p = fresh(size);
     if (!p) {
       release_all_cached();
-      p = std::aligned_alloc(kBufferAlignment, size);
+      p = fresh(size);
     }
     REMAT_CHECK(p, "cpu allocator: out of memory allocating {} bytes", size);
     return {p, size};
@@ -78,7 +101,7 @@ class CachingCpuAllocator final : public Allocator {
       const std::size_t keep = it->first == keep_class ? 1 : 0;
       auto& ptrs = it->second;
       while (ptrs.size() > keep && released < bytes) {
-        if (backed_) std::free(ptrs.back());
+        if (backed_) give_back(ptrs.back(), it->first);
         ptrs.pop_back();
         released += it->first;
       }
@@ -88,6 +111,19 @@ class CachingCpuAllocator final : public Allocator {
   }
 
  private:
+  static void* fresh(std::size_t size) {
+    if (size < kMapThreshold) return std::aligned_alloc(kBufferAlignment, size);
+    void* p = mmap(nullptr, mapped_length(size), PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    return p == MAP_FAILED ? nullptr : p;  // page-aligned, so kBufferAlignment-aligned
+  }
+  static void give_back(void* p, std::size_t size) {
+    if (size < kMapThreshold)
+      std::free(p);
+    else
+      munmap(p, mapped_length(size));
+  }
+
   const bool backed_;
   std::uintptr_t fake_next_ = 0;
   mutable std::mutex mu_;

@@ -278,11 +278,13 @@ void Pool::free_buffer(Cell& cell, CellState next) {
     cell.block_ = {};
     --resident_cells_;
     sub_resident(cell.nbytes_);
-    // Unbudgeted, the cache may hold at most the run's peak again; under a budget make_room
-    // trims it.
+    // Unbudgeted, the cache may hold at most twice the run's peak; under a budget make_room
+    // trims it.  Blocks are cached by exact size, so at a step's peak some cached blocks have
+    // the wrong size for what is then allocated: with a cap of one peak, a ResNet step gave
+    // back and faulted in again a few 2 MiB blocks every step.
     if (!config_.budget) {
       const std::size_t cached = allocator_.cached_bytes();
-      const std::size_t cap = total_.peak_resident_bytes;
+      const std::size_t cap = 2 * total_.peak_resident_bytes;
       if (cached > cap) allocator_.release_cached(cached - cap);
     }
   }

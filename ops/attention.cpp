@@ -7,6 +7,7 @@
 
 #include "autograd/grad_mode.h"
 #include "core/random.h"
+#include "core/scratch.h"
 #include "ops/cpu/gemm.h"
 #include "ops/cpu/loops.h"
 #include "ops/cpu/softmax_row.h"
@@ -67,9 +68,8 @@ struct Geometry {
 // Per-thread scratch that only grows: a block of scores and one of their gradients.
 template <class T>
 T* scratch(std::size_t n) {
-  thread_local std::vector<T> buffer;
-  if (buffer.size() < n) buffer.resize(n);
-  return buffer.data();
+  thread_local ScratchBuffer buffer;
+  return buffer.get<T>(n);
 }
 
 // The dropout factor of each element of row `row` (of L) of head (b, h): keep ? 1/(1-p) : 0,

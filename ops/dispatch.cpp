@@ -176,11 +176,15 @@ void call_into(const std::shared_ptr<const Op>& op, std::span<const Tensor> inpu
       out_args[i] = {&out_metas[i], out_cells.back()->buffer()};
     }
     if (detail::checkpoint_active()) detail::on_kernel_inputs(inputs);
+    const bool profiling = OpProfiler::enabled();
+    const std::int64_t faults = profiling ? OpProfiler::minor_faults() : 0;
     const auto t0 = std::chrono::steady_clock::now();
     op->execute(in_args.span(), out_args.span());
     const auto t1 = std::chrono::steady_clock::now();
     seconds = std::chrono::duration<double>(t1 - t0).count();
-    if (OpProfiler::enabled()) OpProfiler::add(op->name(), seconds, op->flops(in_metas, out_metas));
+    if (profiling)
+      OpProfiler::add(op->name(), seconds, op->flops(in_metas, out_metas),
+                      OpProfiler::minor_faults() - faults);
 
     auto record = std::allocate_shared<Record>(RecyclingAllocator<Record>());
     record->producer = op;
@@ -318,12 +322,15 @@ void call_inplace(const std::shared_ptr<const Op>& op, std::span<const Tensor> t
   }
   for (std::size_t i = 0; i < others.size(); ++i)
     in_args[nt + i] = {&in_metas[nt + i], cell_of(others[i]).buffer()};
+  const bool profiling = OpProfiler::enabled();
+  const std::int64_t faults = profiling ? OpProfiler::minor_faults() : 0;
   const auto t0 = std::chrono::steady_clock::now();
   op->execute(in_args.span(), out_args.span());
   Record mutation;
   mutation.producer = op;
   mutation.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  if (OpProfiler::enabled()) OpProfiler::add(op->name(), mutation.seconds, 0);
+  if (profiling)
+    OpProfiler::add(op->name(), mutation.seconds, 0, OpProfiler::minor_faults() - faults);
   for (std::size_t t = 0; t < nt; ++t)
     mutation.inputs.push_back(std::static_pointer_cast<Cell>(written[t]->shared_from_this()));
   for (const auto& t : others)

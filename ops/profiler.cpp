@@ -1,6 +1,7 @@
 #include "ops/profiler.h"
 
 #include <fmt/format.h>
+#include <sys/resource.h>
 
 #include <algorithm>
 #include <atomic>
@@ -30,7 +31,13 @@ void OpProfiler::reset() {
   table().clear();
 }
 
-void OpProfiler::add(std::string_view op, double seconds, double flops) {
+std::int64_t OpProfiler::minor_faults() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return u.ru_minflt;
+}
+
+void OpProfiler::add(std::string_view op, double seconds, double flops, std::int64_t page_faults) {
   std::lock_guard lock(g_mutex);
   auto it = table().find(op);
   if (it == table().end())
@@ -38,6 +45,7 @@ void OpProfiler::add(std::string_view op, double seconds, double flops) {
   ++it->second.calls;
   it->second.seconds += seconds;
   it->second.flops += flops;
+  it->second.page_faults += page_faults;
 }
 
 std::vector<OpProfileEntry> OpProfiler::entries() {
@@ -56,13 +64,13 @@ std::string OpProfiler::report(std::size_t rows) {
   const auto all = entries();
   double total = 0;
   for (const auto& e : all) total += e.seconds;
-  std::string s =
-      fmt::format("{:<28} {:>8} {:>10} {:>6} {:>9}\n", "op", "calls", "ms", "share", "GFLOP/s");
+  std::string s = fmt::format("{:<28} {:>8} {:>10} {:>6} {:>9} {:>8}\n", "op", "calls", "ms",
+                              "share", "GFLOP/s", "faults");
   for (std::size_t i = 0; i < all.size() && i < rows; ++i) {
     const auto& e = all[i];
-    s += fmt::format("{:<28} {:>8} {:>10.2f} {:>5.1f}% {:>9.1f}\n", e.name, e.calls,
+    s += fmt::format("{:<28} {:>8} {:>10.2f} {:>5.1f}% {:>9.1f} {:>8}\n", e.name, e.calls,
                      e.seconds * 1e3, total > 0 ? 100 * e.seconds / total : 0.0,
-                     e.seconds > 0 ? e.flops / e.seconds / 1e9 : 0.0);
+                     e.seconds > 0 ? e.flops / e.seconds / 1e9 : 0.0, e.page_faults);
   }
   s += fmt::format("{:<28} {:>8} {:>10.2f}\n", "all kernels", "", total * 1e3);
   return s;

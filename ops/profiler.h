@@ -1,8 +1,7 @@
-// Where a step's kernel time goes: per op name, the calls, kernel seconds and flops of every
-// dispatched call while profiling is on (the pool's rematerializations are not dispatched calls
-// and are not counted).  Off by default; when off the
-// dispatch path pays one relaxed load per call.
-// Usage: OpProfiler::enable(); step(); for (auto& e : OpProfiler::entries()) fmt::print(...);
+// Where a step's kernel time goes: per op name, the calls, kernel seconds, flops and page faults of
+// every dispatched call while profiling is on (the pool's rematerializations are not dispatched
+// calls and are not counted).  Off by default; when off the dispatch path pays one relaxed load per
+// call. Usage: OpProfiler::enable(); step(); for (auto& e : OpProfiler::entries()) fmt::print(...);
 #pragma once
 #include <cstdint>
 #include <string>
@@ -16,6 +15,7 @@ struct OpProfileEntry {
   std::int64_t calls = 0;
   double seconds = 0;
   double flops = 0;
+  std::int64_t page_faults = 0;  // minor faults of the process while the kernels ran
 };
 
 class OpProfiler {
@@ -27,8 +27,10 @@ class OpProfiler {
   static std::vector<OpProfileEntry> entries();
   // A table of the entries (name, calls, ms, share, GFLOP/s), the top `rows` of them.
   static std::string report(std::size_t rows = 30);
-  // Called by the dispatch path.
-  static void add(std::string_view op, double seconds, double flops);
+  // Called by the dispatch path around a kernel: the process's minor page faults so far (a
+  // fresh output buffer faults in its pages as the kernel first writes them).
+  static std::int64_t minor_faults();
+  static void add(std::string_view op, double seconds, double flops, std::int64_t page_faults);
 };
 
 }  // namespace remat

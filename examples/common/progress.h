@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "core/scratch.h"
 #include "dtr/pool.h"
 #include "examples/common/dtr_flags.h"
 
@@ -49,6 +50,7 @@ inline nlohmann::json dtr_summary(const Pool& pool, const DtrFlags& flags) {
   const DtrStats s = pool.stats();
   nlohmann::json j;
   j["peak_resident_bytes"] = s.peak_resident_bytes;
+  j["scratch_bytes"] = scratch_bytes();  // kernels' per-thread workspaces, outside the budget
   j["budget_bytes"] = s.budget ? nlohmann::json(*s.budget) : nlohmann::json(nullptr);
   j["unbudgeted_peak_bytes"] =
       flags.unbudgeted_peak ? nlohmann::json(*flags.unbudgeted_peak) : nlohmann::json(nullptr);

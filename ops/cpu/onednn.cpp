@@ -15,6 +15,7 @@
 
 #include "core/error.h"
 #include "core/parallel.h"
+#include "core/scratch.h"
 
 namespace remat::detail {
 
@@ -64,28 +65,8 @@ dnnl::stream& cpu_stream() {
 
 // Blocked copies of the operands and oneDNN's scratchpad live in one buffer per thread that
 // only grows, so memory outside the pool is bounded by the largest convolution, not their sum.
-class Workspace {
- public:
-  char* get(std::size_t bytes) {
-    if (bytes > capacity_) {
-      const std::size_t rounded = (bytes + 4095) / 4096 * 4096;
-      data_.reset(static_cast<char*>(std::aligned_alloc(64, rounded)));
-      REMAT_CHECK(data_ != nullptr, "conv2d: cannot allocate a {}-byte oneDNN workspace", rounded);
-      capacity_ = rounded;
-    }
-    return data_.get();
-  }
-
- private:
-  struct Free {
-    void operator()(char* p) const { std::free(p); }
-  };
-  std::unique_ptr<char, Free> data_;
-  std::size_t capacity_ = 0;
-};
-
-Workspace& workspace() {
-  thread_local Workspace w;
+ScratchBuffer& workspace() {
+  thread_local ScratchBuffer w;
   return w;
 }
 
@@ -263,7 +244,7 @@ void run_conv(const ConvGeometry& g, ConvKind kind, const void* in0, const void*
     auto entry = conv_cache().get(g, kind, bias != nullptr);
     auto& eng = cpu_engine();
     auto& stream = cpu_stream();
-    char* ws = workspace().get(entry->workspace_bytes);
+    char* ws = workspace().get<char>(entry->workspace_bytes);
     const std::array<void*, 3> user_ptrs{const_cast<void*>(in0), const_cast<void*>(in1), out};
     std::array<memory, 3> user, inner;
     std::unordered_map<int, memory> args;
