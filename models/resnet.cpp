@@ -46,10 +46,11 @@ class CifarBlock final : public Module {
   }
   Tensor forward(const Tensor& x) override {
     Tensor c1 = region([this](const Tensor& t) { return conv1_->forward(t); }, "conv")(x);
-    Tensor h = region([this](const Tensor& t) { return relu(bn1_->forward(t)); }, "bn_relu", true)(c1);
+    Tensor h = region([this](const Tensor& t) { return bn1_->forward(t, {.relu = true}); }, "bn_relu", true)(c1);
     Tensor c2 = region([this](const Tensor& t) { return conv2_->forward(t); }, "conv")(h);
+    // relu(bn2(c2) + shortcut) is one op: one pass forward, one backward.
     auto tail = [this](const std::vector<Tensor>& in) {
-      return std::vector<Tensor>{relu(add(bn2_->forward(in[0]), shortcut(in[1])))};
+      return std::vector<Tensor>{bn2_->forward(in[0], {.residual = shortcut(in[1]), .relu = true})};
     };
     return region(tail, "bn_add_relu", true)({c2, x})[0];
   }
@@ -93,7 +94,7 @@ class CifarResNet final : public Module {
   }
   Tensor forward(const Tensor& x) override {
     REMAT_CHECK(x.dim() == 4, "CifarResNet: expected input [N, C, H, W], got shape {}", x.shape());
-    Tensor h = relu(bn_->forward(stem_->forward(x)));
+    Tensor h = bn_->forward(stem_->forward(x), {.relu = true});
     for (std::size_t i = 0; i < stages_.size(); ++i)
       h = run_stage(stages_[i], h, checkpoint_stages_, "layer" + std::to_string(i + 1));
     h = mean(h, {2, 3});  // global average pooling
@@ -138,13 +139,13 @@ class ImageNetBlock final : public Module {
     Tensor h = x;
     for (std::size_t i = 0; i < last; ++i) {
       h = region([this, i](const Tensor& t) { return layers_[i]->forward(t); }, "conv")(h);
-      h = region([this, i](const Tensor& t) { return relu(norms_[i]->forward(t)); }, "bn_relu", true)(h);
+      h = region([this, i](const Tensor& t) { return norms_[i]->forward(t, {.relu = true}); }, "bn_relu", true)(h);
     }
     h = region([this, last](const Tensor& t) { return layers_[last]->forward(t); }, "conv")(h);
     Tensor s = down_conv_ ? region([this](const Tensor& t) { return down_conv_->forward(t); }, "conv")(x) : x;
     auto tail = [this, last](const std::vector<Tensor>& in) {
       Tensor shortcut = down_bn_ ? down_bn_->forward(in[1]) : in[1];
-      return std::vector<Tensor>{relu(add(norms_[last]->forward(in[0]), shortcut))};
+      return std::vector<Tensor>{norms_[last]->forward(in[0], {.residual = shortcut, .relu = true})};
     };
     return region(tail, "bn_add_relu", true)({h, s})[0];
   }
@@ -184,7 +185,7 @@ class ImageNetResNet final : public Module {
   }
   Tensor forward(const Tensor& x) override {
     REMAT_CHECK(x.dim() == 4, "ResNet: expected input [N, C, H, W], got shape {}", x.shape());
-    Tensor h = pool_->forward(relu(bn_->forward(stem_->forward(x))));
+    Tensor h = pool_->forward(bn_->forward(stem_->forward(x), {.relu = true}));
     for (std::size_t i = 0; i < stages_.size(); ++i)
       h = run_stage(stages_[i], h, checkpoint_stages_, "layer" + std::to_string(i + 1));
     return fc_->forward(mean(h, {2, 3}));

@@ -164,6 +164,10 @@ void BatchNorm2d::reset_parameters() {
 }
 
 Tensor BatchNorm2d::forward(const Tensor& x) {
+  return forward(x, {});
+}
+
+Tensor BatchNorm2d::forward(const Tensor& x, const BatchNormEpilogue& epilogue) {
   const auto& o = options_;
   REMAT_CHECK(x.defined(), "BatchNorm2d: the input is an undefined tensor");
   REMAT_CHECK(x.dim() == 4 && x.size(1) == o.num_features,
@@ -179,7 +183,7 @@ Tensor BatchNorm2d::forward(const Tensor& x) {
   // in evaluation too, as PyTorch.
   const bool use_batch_stats = is_training() || !o.track_running_stats;
   return batch_norm(x, o.affine ? param("weight") : Tensor(), o.affine ? param("bias") : Tensor(),
-                    running_mean, running_var, use_batch_stats, o.momentum, o.eps, count);
+                    running_mean, running_var, use_batch_stats, o.momentum, o.eps, count, epilogue);
 }
 
 // ---------------------------------------------------------------- Embedding

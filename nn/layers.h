@@ -10,6 +10,7 @@
 
 #include "nn/module.h"
 #include "ops/conv.h"  // Size2
+#include "ops/norm.h"  // BatchNormEpilogue
 #include "ops/pool.h"  // MaxPool2dOptions, AvgPool2dOptions
 
 namespace remat::nn {
@@ -96,6 +97,8 @@ class BatchNorm2d : public Module {
   explicit BatchNorm2d(std::int64_t num_features)
       : BatchNorm2d(BatchNorm2dOptions{.num_features = num_features}) {}
   Tensor forward(const Tensor& x) override;
+  // relu(bn(x) + residual) in one op when training (ops/norm.h): a ResNet block's tail.
+  Tensor forward(const Tensor& x, const BatchNormEpilogue& epilogue);
   void reset_parameters();     // weight 1, bias 0, and reset_running_stats()
   void reset_running_stats();  // mean 0, var 1, num_batches_tracked 0
   const BatchNorm2dOptions& options() const { return options_; }

@@ -1,6 +1,7 @@
 #include "ops/norm.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 
 #include "autograd/grad_mode.h"
@@ -34,16 +35,59 @@ double lane_sqdev(const T* p, std::int64_t n, double mean) {
   return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
 }
 
-// Sum of g * (x - mean), the reduction every normalisation backward needs.
-template <class T>
-double lane_dot_centered(const T* g, const T* x, std::int64_t n, double mean) {
-  double acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+// What the training forward applies after normalising, in the same pass: y = relu(bn(x) + r).
+struct Epilogue {
+  bool residual = false, relu = false;
+};
+
+// g where the ReLU passed its input (y > 0), else +0, as relu_backward; g itself without the
+// ReLU.  A bit mask rather than a branch or a multiply (inf * 0 is NaN): the loops vectorise.
+template <bool Relu, class T>
+[[gnu::always_inline]] inline T through_relu(T g, T y) {
+  if constexpr (Relu) {
+    using Bits = std::conditional_t<sizeof(T) == 4, std::uint32_t, std::uint64_t>;
+    const Bits mask = Bits(0) - static_cast<Bits>(y > T(0));
+    return std::bit_cast<T>(std::bit_cast<Bits>(g) & mask);
+  } else {
+    return g;
+  }
+}
+
+// Calls f.template operator()<Relu, Residual>(): the epilogue as template arguments, so the
+// kernels' loops have no branch (a conditional load or store keeps them from vectorising).
+template <class F>
+void dispatch_epilogue(Epilogue e, F&& f) {
+  if (e.relu && e.residual)
+    f.template operator()<true, true>();
+  else if (e.relu)
+    f.template operator()<true, false>();
+  else if (e.residual)
+    f.template operator()<false, true>();
+  else
+    f.template operator()<false, false>();
+}
+
+// Both sums batch norm's backward needs, of g through the ReLU mask of y when Relu: sum(g) and
+// sum(g * (x - mean)), each in lane_sum's order, in one pass.
+template <bool Relu, class T>
+std::pair<double, double> lane_sums_centered(const T* g, const T* y, const T* x, std::int64_t n,
+                                             double mean) {
+  double s[8] = {0, 0, 0, 0, 0, 0, 0, 0}, d[8] = {0, 0, 0, 0, 0, 0, 0, 0};
   std::int64_t i = 0;
-  for (; i + 8 <= n; i += 8)
-    for (int l = 0; l < 8; ++l)
-      acc[l] += static_cast<double>(g[i + l]) * (static_cast<double>(x[i + l]) - mean);
-  for (; i < n; ++i) acc[i & 7] += static_cast<double>(g[i]) * (static_cast<double>(x[i]) - mean);
-  return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+  for (; i + 8 <= n; i += 8) {
+    for (int l = 0; l < 8; ++l) {
+      const double gi = static_cast<double>(through_relu<Relu>(g[i + l], Relu ? y[i + l] : T(0)));
+      s[l] += gi;
+      d[l] += gi * (static_cast<double>(x[i + l]) - mean);
+    }
+  }
+  for (; i < n; ++i) {
+    const double gi = static_cast<double>(through_relu<Relu>(g[i], Relu ? y[i] : T(0)));
+    s[i & 7] += gi;
+    d[i & 7] += gi * (static_cast<double>(x[i]) - mean);
+  }
+  return {((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7])),
+          ((d[0] + d[1]) + (d[2] + d[3])) + ((d[4] + d[5]) + (d[6] + d[7]))};
 }
 
 // [C] -> [1, C, 1, ...] so per-channel values broadcast against an input of rank `ndim`.
@@ -62,11 +106,12 @@ std::vector<std::int64_t> all_but_channel(std::int64_t ndim) {
 // ------------------------------------------------------------------ batch norm, training
 // The first derivative of BatchNormOp in one op (see BatchNormOp::backward for the formula).
 // Inputs: g, x, mean, invstd, and the gradients reaching mean, invstd and var, then the weight
-// when present.  Outputs: dx, dweight, dbias.  Used only when no graph of the gradient is being
-// built, so it needs no derivative of its own.
+// when present, then the output y when the forward ended with a ReLU (its mask).  Outputs: dx,
+// dweight, dbias, and the residual's gradient (g through the ReLU) when the forward added one.
+// Used only when no graph of the gradient is being built, so it needs no derivative of its own.
 class BatchNormBackwardOp final : public Op {
  public:
-  explicit BatchNormBackwardOp(bool has_weight) : has_weight_(has_weight) {}
+  BatchNormBackwardOp(bool has_weight, Epilogue e) : has_weight_(has_weight), e_(e) {}
   std::string_view name() const override { return "batch_norm_backward"; }
   std::vector<TensorMeta> infer(std::span<const TensorMeta> in) const override {
     const TensorMeta& x = in[1];
@@ -75,9 +120,17 @@ class BatchNormBackwardOp final : public Op {
                 "and of one shape",
                 in[0].shape, x.shape);
     const auto stat = TensorMeta::contiguous({x.shape[1]}, x.dtype, x.device);
-    return {TensorMeta::contiguous(x.shape, x.dtype, x.device), stat, stat};
+    std::vector<TensorMeta> out{TensorMeta::contiguous(x.shape, x.dtype, x.device), stat, stat};
+    if (e_.residual) out.push_back(TensorMeta::contiguous(x.shape, x.dtype, x.device));
+    return out;
   }
   void cpu(std::span<const KernelArg> in, std::span<const KernelArg> out) const override {
+    dispatch_epilogue(e_, [&]<bool Relu, bool Residual>() { run<Relu, Residual>(in, out); });
+  }
+
+ private:
+  template <bool Relu, bool Residual>
+  void run(std::span<const KernelArg> in, std::span<const KernelArg> out) const {
     const TensorMeta& m = *in[1].meta;
     const std::int64_t n_batch = m.shape[0], channels = m.shape[1];
     const std::int64_t inner = m.numel() / std::max<std::int64_t>(n_batch * channels, 1);
@@ -88,9 +141,11 @@ class BatchNormBackwardOp final : public Op {
       const T *mean = in[2].data<T>(), *invstd = in[3].data<T>();
       const T *g_mean = in[4].data<T>(), *g_invstd = in[5].data<T>(), *g_var = in[6].data<T>();
       const T* w = has_weight_ ? in[7].data<T>() : nullptr;
+      const T* y = Relu ? in[7 + has_weight_].data<T>() : nullptr;
       T* gx = out[0].data<T>();
       T* gw = out[1].data<T>();
       T* gb = out[2].data<T>();
+      T* gr = Residual ? out[3].data<T>() : nullptr;
       // Per channel: dx = g * scale + (x - mean) * a + k.
       struct Coef {
         T mean, scale, a, k;
@@ -113,12 +168,13 @@ class BatchNormBackwardOp final : public Op {
             const std::int64_t c0 = blk * kBlock, width = std::min(kBlock, channels - c0);
             for (std::int64_t j = 0; j < width; ++j) sg[j] = 0, sgx[j] = 0, mu[j] = mean[c0 + j];
             for (std::int64_t n = 0; n < n_batch; ++n) {
-              const T* gr = g + n * channels + c0;
-              const T* xr = x + n * channels + c0;
+              const std::int64_t row = n * channels + c0;
+              const T* xr = x + row;
 #pragma omp simd
               for (std::int64_t j = 0; j < width; ++j) {
-                sg[j] += static_cast<double>(gr[j]);
-                sgx[j] += static_cast<double>(gr[j]) *
+                const T gj = through_relu<Relu>(g[row + j], Relu ? y[row + j] : T(0));
+                sg[j] += static_cast<double>(gj);
+                sgx[j] += static_cast<double>(gj) *
                           (static_cast<double>(xr[j]) - static_cast<double>(mu[j]));
               }
             }
@@ -127,12 +183,15 @@ class BatchNormBackwardOp final : public Op {
               scale[j] = cf.scale, a[j] = cf.a, k[j] = cf.k;
             }
             for (std::int64_t n = 0; n < n_batch; ++n) {
-              const T* gr = g + n * channels + c0;
-              const T* xr = x + n * channels + c0;
-              T* o = gx + n * channels + c0;
+              const std::int64_t row = n * channels + c0;
+              const T* xr = x + row;
+              T* o = gx + row;
 #pragma omp simd
-              for (std::int64_t j = 0; j < width; ++j)
-                o[j] = gr[j] * scale[j] + (xr[j] - mu[j]) * a[j] + k[j];
+              for (std::int64_t j = 0; j < width; ++j) {
+                const T gj = through_relu<Relu>(g[row + j], Relu ? y[row + j] : T(0));
+                o[j] = gj * scale[j] + (xr[j] - mu[j]) * a[j] + k[j];
+                if constexpr (Residual) gr[row + j] = gj;
+              }
             }
           }
         });
@@ -143,44 +202,61 @@ class BatchNormBackwardOp final : public Op {
           double sum_g = 0, sum_gxc = 0;
           for (std::int64_t n = 0; n < n_batch; ++n) {
             const std::int64_t off = (n * channels + c) * inner;
-            sum_g += lane_sum(g + off, inner);
-            sum_gxc += lane_dot_centered(g + off, x + off, inner, static_cast<double>(mean[c]));
+            const auto s = lane_sums_centered<Relu>(g + off, Relu ? y + off : nullptr, x + off,
+                                                    inner, static_cast<double>(mean[c]));
+            sum_g += s.first;
+            sum_gxc += s.second;
           }
           const Coef cf = coef(c, sum_g, sum_gxc);
           for (std::int64_t n = 0; n < n_batch; ++n) {
             const std::int64_t off = (n * channels + c) * inner;
-            const T *gp = g + off, *xp = x + off;
+            const T *gp = g + off, *xp = x + off, *yp = Relu ? y + off : nullptr;
             T* o = gx + off;
+            T* ro = Residual ? gr + off : nullptr;
 #pragma omp simd
-            for (std::int64_t i = 0; i < inner; ++i)
-              o[i] = gp[i] * cf.scale + (xp[i] - cf.mean) * cf.a + cf.k;
+            for (std::int64_t i = 0; i < inner; ++i) {
+              const T gi = through_relu<Relu>(gp[i], Relu ? yp[i] : T(0));
+              o[i] = gi * cf.scale + (xp[i] - cf.mean) * cf.a + cf.k;
+              if constexpr (Residual) ro[i] = gi;
+            }
           }
         }
       });
     });
   }
 
- private:
   bool has_weight_;
+  Epilogue e_;
 };
 
 // The fused training forward.  Inputs: x [N, C, ...] (contiguous), then weight [C] and bias [C]
-// when present.  Outputs: y, and per channel the batch mean, 1 / sqrt(var + eps) and the biased
-// variance (for the running-variance update, which would lose digits recovering it from invstd).
+// when present, then the residual (x's shape, contiguous) when the epilogue adds one.  Outputs:
+// y = bn(x) (+ residual, then ReLU when asked), and per channel the batch mean,
+// 1 / sqrt(var + eps) and the biased variance (for the running-variance update, which would
+// lose digits recovering it from invstd).  With the ReLU, y is kept: its mask is the ReLU's.
 class BatchNormOp final : public Op {
  public:
-  BatchNormOp(double eps, bool has_weight, bool has_bias)
-      : eps_(eps), has_weight_(has_weight), has_bias_(has_bias) {}
-  std::string_view name() const override { return "batch_norm"; }
-  SaveSpec saves() const override { return {has_weight_ ? 0b11u : 0b1u, 0b110}; }
+  BatchNormOp(double eps, bool has_weight, bool has_bias, Epilogue e)
+      : eps_(eps), has_weight_(has_weight), has_bias_(has_bias), e_(e) {}
+  std::string_view name() const override {
+    return e_.relu ? (e_.residual ? "batch_norm_add_relu" : "batch_norm_relu") : "batch_norm";
+  }
+  SaveSpec saves() const override {
+    return {has_weight_ ? 0b11u : 0b1u, e_.relu ? 0b111u : 0b110u};
+  }
   std::vector<TensorMeta> infer(std::span<const TensorMeta> in) const override {
     const TensorMeta& x = in[0];
     REMAT_CHECK(x.is_contiguous(),
                 "batch_norm: internal error, input of shape {} is not contiguous", x.shape);
-    const std::size_t expected = 1 + has_weight_ + has_bias_;
+    const std::size_t params = 1 + has_weight_ + has_bias_, expected = params + e_.residual;
     REMAT_CHECK(in.size() == expected, "batch_norm: expected {} inputs, got {}", expected,
                 in.size());
-    for (std::size_t i = 1; i < in.size(); ++i)
+    if (e_.residual)
+      REMAT_CHECK(
+          in[params].shape == x.shape && in[params].dtype == x.dtype && in[params].is_contiguous(),
+          "batch_norm: residual of shape {} ({}) does not match input of shape {} ({})",
+          in[params].shape, in[params].dtype, x.shape, x.dtype);
+    for (std::size_t i = 1; i < params; ++i)
       REMAT_CHECK(
           in[i].is_contiguous() && in[i].shape == Shape{x.shape[1]} && in[i].dtype == x.dtype,
           "batch_norm: parameter {} of shape {} ({}) does not fit input of shape {} ({})", i,
@@ -189,6 +265,21 @@ class BatchNormOp final : public Op {
     return {TensorMeta::contiguous(x.shape, x.dtype, x.device), stat, stat, stat};
   }
   void cpu(std::span<const KernelArg> in, std::span<const KernelArg> out) const override {
+    dispatch_epilogue(e_, [&]<bool Relu, bool Residual>() { run<Relu, Residual>(in, out); });
+  }
+  std::vector<Tensor> backward(const BackwardContext& c) const override;
+
+ private:
+  // y = (x - mean) * scale + shift, plus the residual, then the ReLU (NaN passes, as relu).
+  template <bool Relu, bool Residual, class T>
+  [[gnu::always_inline]] static T epilogue(T v, const T* r, std::int64_t i) {
+    if constexpr (Residual) v += r[i];
+    if constexpr (Relu) v = (v > T(0)) | (v != v) ? v : T(0);
+    return v;
+  }
+
+  template <bool Relu, bool Residual>
+  void run(std::span<const KernelArg> in, std::span<const KernelArg> out) const {
     const TensorMeta& m = *in[0].meta;
     const std::int64_t n_batch = m.shape[0], channels = m.shape[1];
     const std::int64_t inner = m.numel() / std::max<std::int64_t>(n_batch * channels, 1);
@@ -197,6 +288,7 @@ class BatchNormOp final : public Op {
       const T* x = in[0].data<T>();
       const T* w = has_weight_ ? in[1].data<T>() : nullptr;
       const T* b = has_bias_ ? in[1 + has_weight_].data<T>() : nullptr;
+      const T* res = Residual ? in[1 + has_weight_ + has_bias_].data<T>() : nullptr;
       T* y = out[0].data<T>();
       T* mean_out = out[1].data<T>();
       T* invstd_out = out[2].data<T>();
@@ -239,9 +331,11 @@ class BatchNormOp final : public Op {
             for (std::int64_t n = 0; n < n_batch; ++n) {
               const T* row = x + n * channels + c0;
               T* o = y + n * channels + c0;
+              const T* r = Residual ? res + n * channels + c0 : nullptr;
 #pragma omp simd
               for (std::int64_t j = 0; j < width; ++j)
-                o[j] = (row[j] - mu[j]) * scale[j] + shift[j];
+                o[j] = epilogue<Relu, Residual>(
+                    static_cast<T>((row[j] - mu[j]) * scale[j] + shift[j]), r, j);
             }
           }
         });
@@ -264,69 +358,76 @@ class BatchNormOp final : public Op {
           const T scale = static_cast<T>(w ? invstd * static_cast<double>(w[c]) : invstd);
           const T shift = b ? b[c] : T(0);
           for (std::int64_t n = 0; n < n_batch; ++n) {
-            const T* p = x + (n * channels + c) * inner;
-            T* o = y + (n * channels + c) * inner;
+            const std::int64_t off = (n * channels + c) * inner;
+            const T* p = x + off;
+            T* o = y + off;
+            const T* r = Residual ? res + off : nullptr;
 #pragma omp simd
-            for (std::int64_t i = 0; i < inner; ++i) o[i] = (p[i] - mu) * scale + shift;
+            for (std::int64_t i = 0; i < inner; ++i)
+              o[i] = epilogue<Relu, Residual>(static_cast<T>((p[i] - mu) * scale + shift), r, i);
           }
         }
       });
     });
   }
-  // With xc = x - mean, M values per channel and gy = g * weight:
-  //   dx = invstd * gy - invstd * sum(gy) / M - invstd^3 * xc * sum(gy * xc) / M
-  // plus the paths through the statistics outputs (they carry gradient when a second
-  // derivative differentiates through them): d mean = 1/M, d invstd = -invstd^3 xc / M,
-  // d var = 2 xc / M.
-  // Without create_graph (ordinary training) a fused kernel computes the same formula in two
-  // passes over x; with it, the public ops below build a differentiable graph.
-  std::vector<Tensor> backward(const BackwardContext& c) const override {
-    const Tensor& x = c.input(0);
-    const std::int64_t nd = x.dim(), channels = x.size(1);
-    if (!GradMode::is_enabled()) {
-      std::vector<Tensor> in{contiguous(c.grad(0)), x,
-                             c.output(1),           c.output(2),
-                             contiguous(c.grad(1)), contiguous(c.grad(2)),
-                             contiguous(c.grad(3))};
-      if (has_weight_) in.push_back(c.input(1));
-      auto out = call(std::make_shared<BatchNormBackwardOp>(has_weight_), std::move(in));
-      std::vector<Tensor> grads{c.needs(0) ? out[0] : Tensor()};
-      if (has_weight_) grads.push_back(c.needs(1) ? out[1] : Tensor());
-      if (has_bias_) grads.push_back(c.needs(1 + has_weight_) ? out[2] : Tensor());
-      return grads;
-    }
-    const double count = static_cast<double>(x.numel() / channels);
-    const auto dims = all_but_channel(nd);
-    const Tensor& g = c.grad(0);
-    Tensor mean = per_channel(c.output(1), nd), invstd = per_channel(c.output(2), nd);
-    Tensor w = has_weight_ ? per_channel(c.input(1), nd) : Tensor();
-    Tensor xc = sub(x, mean);
-    Tensor sum_g = sum(g, dims, true);
-    Tensor sum_gxc = sum(mul(g, xc), dims, true);
-    std::vector<Tensor> grads(1);
-    if (c.needs(0)) {
-      Tensor sum_gy = has_weight_ ? mul(sum_g, w) : sum_g;
-      Tensor sum_gyxc = has_weight_ ? mul(sum_gxc, w) : sum_gxc;
-      Tensor i3 = mul(mul(invstd, invstd), invstd);
-      Tensor g_mean = per_channel(c.grad(1), nd), g_invstd = per_channel(c.grad(2), nd),
-             g_var = per_channel(c.grad(3), nd);
-      // Per-channel coefficients, so the full-size work is g * scale + xc * coef_xc + coef_const.
-      Tensor coef_xc = div(sub(mul(g_var, 2.0), mul(i3, add(sum_gyxc, g_invstd))), count);
-      Tensor coef_const = div(sub(g_mean, mul(invstd, sum_gy)), count);
-      Tensor scale = has_weight_ ? mul(w, invstd) : invstd;
-      grads[0] = add(add(mul(g, scale), mul(xc, coef_xc)), coef_const);
-    }
-    if (has_weight_)
-      grads.push_back(c.needs(1) ? reshape(mul(sum_gxc, invstd), {channels}) : Tensor());
-    if (has_bias_)
-      grads.push_back(c.needs(1 + has_weight_) ? reshape(sum_g, {channels}) : Tensor());
-    return grads;
-  }
-
- private:
   double eps_;
   bool has_weight_, has_bias_;
+  Epilogue e_;
 };
+
+// With xc = x - mean, M values per channel and gy = g * weight:
+//   dx = invstd * gy - invstd * sum(gy) / M - invstd^3 * xc * sum(gy * xc) / M
+// plus the paths through the statistics outputs (they carry gradient when a second
+// derivative differentiates through them): d mean = 1/M, d invstd = -invstd^3 xc / M,
+// d var = 2 xc / M.
+// Without create_graph (ordinary training) a fused kernel computes the same formula in two
+// passes over x; with it, the public ops below build a differentiable graph.
+std::vector<Tensor> BatchNormOp::backward(const BackwardContext& c) const {
+  const Tensor& x = c.input(0);
+  const std::int64_t nd = x.dim(), channels = x.size(1);
+  const std::size_t residual = 1 + has_weight_ + has_bias_;  // the residual's input index
+  if (!GradMode::is_enabled()) {
+    std::vector<Tensor> in{contiguous(c.grad(0)), x,
+                           c.output(1),           c.output(2),
+                           contiguous(c.grad(1)), contiguous(c.grad(2)),
+                           contiguous(c.grad(3))};
+    if (has_weight_) in.push_back(c.input(1));
+    if (e_.relu) in.push_back(c.output(0));
+    auto out = call(std::make_shared<BatchNormBackwardOp>(has_weight_, e_), std::move(in));
+    std::vector<Tensor> grads{c.needs(0) ? out[0] : Tensor()};
+    if (has_weight_) grads.push_back(c.needs(1) ? out[1] : Tensor());
+    if (has_bias_) grads.push_back(c.needs(1 + has_weight_) ? out[2] : Tensor());
+    if (e_.residual) grads.push_back(c.needs(residual) ? out[3] : Tensor());
+    return grads;
+  }
+  const double count = static_cast<double>(x.numel() / channels);
+  const auto dims = all_but_channel(nd);
+  // The gradient of the normalised value: through the ReLU's mask (its output), when there is one.
+  const Tensor g = e_.relu ? relu_backward(c.grad(0), c.output(0)) : c.grad(0);
+  Tensor mean = per_channel(c.output(1), nd), invstd = per_channel(c.output(2), nd);
+  Tensor w = has_weight_ ? per_channel(c.input(1), nd) : Tensor();
+  Tensor xc = sub(x, mean);
+  Tensor sum_g = sum(g, dims, true);
+  Tensor sum_gxc = sum(mul(g, xc), dims, true);
+  std::vector<Tensor> grads(1);
+  if (c.needs(0)) {
+    Tensor sum_gy = has_weight_ ? mul(sum_g, w) : sum_g;
+    Tensor sum_gyxc = has_weight_ ? mul(sum_gxc, w) : sum_gxc;
+    Tensor i3 = mul(mul(invstd, invstd), invstd);
+    Tensor g_mean = per_channel(c.grad(1), nd), g_invstd = per_channel(c.grad(2), nd),
+           g_var = per_channel(c.grad(3), nd);
+    // Per-channel coefficients, so the full-size work is g * scale + xc * coef_xc + coef_const.
+    Tensor coef_xc = div(sub(mul(g_var, 2.0), mul(i3, add(sum_gyxc, g_invstd))), count);
+    Tensor coef_const = div(sub(g_mean, mul(invstd, sum_gy)), count);
+    Tensor scale = has_weight_ ? mul(w, invstd) : invstd;
+    grads[0] = add(add(mul(g, scale), mul(xc, coef_xc)), coef_const);
+  }
+  if (has_weight_)
+    grads.push_back(c.needs(1) ? reshape(mul(sum_gxc, invstd), {channels}) : Tensor());
+  if (has_bias_) grads.push_back(c.needs(1 + has_weight_) ? reshape(sum_g, {channels}) : Tensor());
+  if (e_.residual) grads.push_back(c.needs(residual) ? g : Tensor());
+  return grads;
+}
 
 // ------------------------------------------------------------------ per-channel affine
 // y = x * scale[c] + shift[c]: batch norm in evaluation, in one pass over x.
@@ -637,7 +738,8 @@ void check_param(std::string_view op, std::string_view what, const Tensor& p, co
 
 Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias,
                   const Tensor& running_mean, const Tensor& running_var, bool training,
-                  std::optional<double> momentum, double eps, const Tensor& num_batches_tracked) {
+                  std::optional<double> momentum, double eps, const Tensor& num_batches_tracked,
+                  const BatchNormEpilogue& epilogue) {
   REMAT_CHECK(x.defined(), "batch_norm: the input is an undefined tensor");
   REMAT_CHECK(x.dim() >= 2,
               "batch_norm: expected an input of rank >= 2 ([N, C, ...]), got shape {}", x.shape());
@@ -662,6 +764,19 @@ Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias,
               num_batches_tracked.dtype(), num_batches_tracked.shape());
   REMAT_CHECK(momentum || !training || !running_mean.defined() || num_batches_tracked.defined(),
               "batch_norm: momentum std::nullopt (a cumulative average) needs num_batches_tracked");
+  const Tensor& residual = epilogue.residual;
+  if (residual.defined())
+    REMAT_CHECK(residual.shape() == x.shape() && residual.dtype() == x.dtype() &&
+                    residual.device() == x.device(),
+                "batch_norm: the residual ({} of shape {} on {}) must match the input ({} of "
+                "shape {} on {})",
+                residual.dtype(), residual.shape(), residual.device(), x.dtype(), x.shape(),
+                x.device());
+  // Evaluation applies the epilogue as separate ops.
+  auto finish = [&](Tensor y) {
+    if (residual.defined()) y = add(y, residual);
+    return epilogue.relu ? relu(y) : y;
+  };
 
   if (!training) {
     REMAT_CHECK(
@@ -674,7 +789,7 @@ Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias,
     Tensor shift = neg(mul(running_mean, scale));
     if (bias.defined()) shift = add(shift, bias);
     static const auto affine = std::make_shared<ChannelAffineOp>();
-    return call1(affine, {contiguous(x), contiguous(scale), contiguous(shift)});
+    return finish(call1(affine, {contiguous(x), contiguous(scale), contiguous(shift)}));
   }
 
   const std::int64_t count = x.numel() / std::max<std::int64_t>(channels, 1);
@@ -685,8 +800,10 @@ Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias,
   std::vector<Tensor> inputs{contiguous(x)};
   if (weight.defined()) inputs.push_back(contiguous(weight));
   if (bias.defined()) inputs.push_back(contiguous(bias));
-  auto outs =
-      call(std::make_shared<BatchNormOp>(eps, weight.defined(), bias.defined()), std::move(inputs));
+  if (residual.defined()) inputs.push_back(contiguous(residual));
+  const Epilogue e{.residual = residual.defined(), .relu = epilogue.relu};
+  auto outs = call(std::make_shared<BatchNormOp>(eps, weight.defined(), bias.defined(), e),
+                   std::move(inputs));
   if (running_mean.defined()) {
     // A side effect: separate in-place ops, never part of the output's record or graph, so a
     // replay of the forward does not update the statistics again (DESIGN.md section 4).

@@ -20,10 +20,18 @@ namespace remat {
 // std::nullopt (PyTorch's momentum=None) makes the statistics a cumulative average over them,
 // momentum 1 / num_batches_tracked, and then needs the counter.
 // Evaluation: with the running statistics, which must then be defined.
+// The epilogue, when given, follows the normalisation: y = relu(bn(x) + residual), in the same
+// pass over x in training (a ResNet block's tail as one op, whose derivative applies the ReLU's
+// mask in its own pass), as separate ops in evaluation.
+struct BatchNormEpilogue {
+  Tensor residual;  // undefined, or of x's shape and dtype
+  bool relu = false;
+};
 Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias,
                   const Tensor& running_mean, const Tensor& running_var, bool training,
                   std::optional<double> momentum = 0.1, double eps = 1e-5,
-                  const Tensor& num_batches_tracked = Tensor());
+                  const Tensor& num_batches_tracked = Tensor(),
+                  const BatchNormEpilogue& epilogue = {});
 
 // Normalises over the trailing dims given by normalized_shape (which must match x's last dims);
 // weight and bias, when defined, have shape normalized_shape.
