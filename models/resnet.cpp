@@ -19,10 +19,15 @@ using nn::Module;
 
 std::shared_ptr<Conv2d> conv(std::int64_t in, std::int64_t out, std::int64_t k, std::int64_t stride,
                              std::int64_t padding) {
-  auto c = std::make_shared<Conv2d>(nn::Conv2dOptions{
-      .in_channels = in, .out_channels = out, .kernel_size = k, .stride = stride, .padding = padding, .bias = false});
+  auto c = std::make_shared<Conv2d>(nn::Conv2dOptions{.in_channels = in,
+                                                      .out_channels = out,
+                                                      .kernel_size = k,
+                                                      .stride = stride,
+                                                      .padding = padding,
+                                                      .bias = false});
   // He initialisation for ReLU networks (fan_out), as torchvision's ResNets.
-  nn::init::kaiming_normal_(c->param("weight"), {.mode = nn::init::FanMode::FanOut, .nonlinearity = nn::init::Nonlinearity::ReLU});
+  nn::init::kaiming_normal_(c->param("weight"), {.mode = nn::init::FanMode::FanOut,
+                                                 .nonlinearity = nn::init::Nonlinearity::ReLU});
   return c;
 }
 
@@ -46,7 +51,8 @@ class CifarBlock final : public Module {
   }
   Tensor forward(const Tensor& x) override {
     Tensor c1 = region([this](const Tensor& t) { return conv1_->forward(t); }, "conv")(x);
-    Tensor h = region([this](const Tensor& t) { return bn1_->forward(t, {.relu = true}); }, "bn_relu", true)(c1);
+    Tensor h = region([this](const Tensor& t) { return bn1_->forward(t, {.relu = true}); },
+                      "bn_relu", true)(c1);
     Tensor c2 = region([this](const Tensor& t) { return conv2_->forward(t); }, "conv")(h);
     // relu(bn2(c2) + shortcut) is one op: one pass forward, one backward.
     auto tail = [this](const std::vector<Tensor>& in) {
@@ -72,11 +78,13 @@ class CifarBlock final : public Module {
 
 class CifarResNet final : public Module {
  public:
-  CifarResNet(int depth, ResNetOptions o) : Module("CifarResNet"), checkpoint_stages_(o.checkpoint_stages) {
+  CifarResNet(int depth, ResNetOptions o)
+      : Module("CifarResNet"), checkpoint_stages_(o.checkpoint_stages) {
     REMAT_CHECK(depth >= 8 && (depth - 2) % 6 == 0,
                 "cifar_resnet: depth must be 6n + 2 (20, 32, 44, 56, 110, 1202), got {}", depth);
     REMAT_CHECK(o.in_channels > 0 && o.num_classes > 0,
-                "cifar_resnet: in_channels ({}) and num_classes ({}) must be positive", o.in_channels, o.num_classes);
+                "cifar_resnet: in_channels ({}) and num_classes ({}) must be positive",
+                o.in_channels, o.num_classes);
     const int n = (depth - 2) / 6;
     stem_ = register_module("conv1", conv(o.in_channels, 16, 3, 1, 1));
     bn_ = register_module("bn1", std::make_shared<BatchNorm2d>(16));
@@ -139,13 +147,17 @@ class ImageNetBlock final : public Module {
     Tensor h = x;
     for (std::size_t i = 0; i < last; ++i) {
       h = region([this, i](const Tensor& t) { return layers_[i]->forward(t); }, "conv")(h);
-      h = region([this, i](const Tensor& t) { return norms_[i]->forward(t, {.relu = true}); }, "bn_relu", true)(h);
+      h = region([this, i](const Tensor& t) { return norms_[i]->forward(t, {.relu = true}); },
+                 "bn_relu", true)(h);
     }
     h = region([this, last](const Tensor& t) { return layers_[last]->forward(t); }, "conv")(h);
-    Tensor s = down_conv_ ? region([this](const Tensor& t) { return down_conv_->forward(t); }, "conv")(x) : x;
+    Tensor s = down_conv_
+                   ? region([this](const Tensor& t) { return down_conv_->forward(t); }, "conv")(x)
+                   : x;
     auto tail = [this, last](const std::vector<Tensor>& in) {
       Tensor shortcut = down_bn_ ? down_bn_->forward(in[1]) : in[1];
-      return std::vector<Tensor>{norms_[last]->forward(in[0], {.residual = shortcut, .relu = true})};
+      return std::vector<Tensor>{
+          norms_[last]->forward(in[0], {.residual = shortcut, .relu = true})};
     };
     return region(tail, "bn_add_relu", true)({h, s})[0];
   }
@@ -159,15 +171,21 @@ class ImageNetBlock final : public Module {
 
 class ImageNetResNet final : public Module {
  public:
-  ImageNetResNet(int depth, ResNetOptions o) : Module("ResNet"), checkpoint_stages_(o.checkpoint_stages) {
+  ImageNetResNet(int depth, ResNetOptions o)
+      : Module("ResNet"), checkpoint_stages_(o.checkpoint_stages) {
     std::vector<int> blocks;
     bool bottleneck = false;
-    if (depth == 18) blocks = {2, 2, 2, 2};
-    else if (depth == 34) blocks = {3, 4, 6, 3};
-    else if (depth == 50) blocks = {3, 4, 6, 3}, bottleneck = true;
-    else REMAT_THROW("imagenet_resnet: depth must be 18, 34 or 50, got {}", depth);
+    if (depth == 18)
+      blocks = {2, 2, 2, 2};
+    else if (depth == 34)
+      blocks = {3, 4, 6, 3};
+    else if (depth == 50)
+      blocks = {3, 4, 6, 3}, bottleneck = true;
+    else
+      REMAT_THROW("imagenet_resnet: depth must be 18, 34 or 50, got {}", depth);
     REMAT_CHECK(o.in_channels > 0 && o.num_classes > 0,
-                "imagenet_resnet: in_channels ({}) and num_classes ({}) must be positive", o.in_channels, o.num_classes);
+                "imagenet_resnet: in_channels ({}) and num_classes ({}) must be positive",
+                o.in_channels, o.num_classes);
     stem_ = register_module("conv1", conv(o.in_channels, 64, 7, 2, 3));
     bn_ = register_module("bn1", std::make_shared<BatchNorm2d>(64));
     pool_ = register_module("maxpool", std::make_shared<nn::MaxPool2d>(3, 2, 1));
@@ -176,7 +194,8 @@ class ImageNetResNet final : public Module {
       auto layer = std::make_shared<nn::Sequential>();
       const std::int64_t width = 64 << stage;
       for (int b = 0; b < blocks[stage]; ++b) {
-        layer->push_back(std::make_shared<ImageNetBlock>(in, width, b == 0 && stage > 0 ? 2 : 1, bottleneck));
+        layer->push_back(
+            std::make_shared<ImageNetBlock>(in, width, b == 0 && stage > 0 ? 2 : 1, bottleneck));
         in = bottleneck ? width * 4 : width;
       }
       stages_.push_back(register_module("layer" + std::to_string(stage + 1), layer));
@@ -211,8 +230,10 @@ std::shared_ptr<nn::Module> imagenet_resnet(int depth, ResNetOptions options) {
 }
 
 std::shared_ptr<nn::Module> resnet(const std::string& name, ResNetOptions options) {
-  REMAT_CHECK(name.rfind("resnet", 0) == 0, "resnet: unknown model '{}' (expected resnet20, resnet32, resnet44, "
-              "resnet56, resnet110, resnet1202, resnet18, resnet34 or resnet50)", name);
+  REMAT_CHECK(name.rfind("resnet", 0) == 0,
+              "resnet: unknown model '{}' (expected resnet20, resnet32, resnet44, "
+              "resnet56, resnet110, resnet1202, resnet18, resnet34 or resnet50)",
+              name);
   int depth = 0;
   try {
     depth = std::stoi(name.substr(6));
