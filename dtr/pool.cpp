@@ -7,6 +7,7 @@
 #include <map>
 #include <mutex>
 #include <unordered_set>
+#include <utility>
 
 #include "core/error.h"
 #include "core/recycling_allocator.h"
@@ -338,6 +339,8 @@ void Pool::record_call(const std::shared_ptr<Record>& record,
     for (Cell* c : all)
       if (c->pins_ == 0) evict(*c);
   }
+  if (timeline_on_) [[unlikely]]
+    sample_timeline(record->producer.get());
 }
 
 void Pool::pin(Cell& cell, std::string_view op) {
@@ -535,6 +538,8 @@ void Pool::finish_write(Cell& cell, const Record& mutation) {
   ++total_.executions;
   total_.compute_seconds += mutation.seconds;
   if (trace_) trace_->mutate(mutation, cell);
+  if (timeline_on_) [[unlikely]]
+    sample_timeline(mutation.producer.get());
 }
 
 bool Pool::freeze_readers(Cell& cell) {
@@ -725,6 +730,31 @@ UnevictableBytes Pool::unevictable_bytes() const {
   }
   u.cached = allocator_.cached_bytes();
   return u;
+}
+
+// ---------------------------------------------------------------- timeline
+
+void Pool::start_timeline() {
+  timeline_.clear();
+  timeline_base_ = total_;
+  timeline_on_ = true;
+}
+
+std::vector<TimelineSample> Pool::stop_timeline() {
+  timeline_on_ = false;
+  return std::exchange(timeline_, {});
+}
+
+// Out of line and rarely taken: the call paths only test timeline_on_.
+[[gnu::noinline, gnu::cold]] void Pool::sample_timeline(const Producer* producer) {
+  TimelineSample s;
+  s.call = timeline_.size();
+  if (producer) s.op = producer->name();
+  s.resident_bytes = resident_bytes_;
+  s.cached_bytes = allocator_.cached_bytes();
+  s.evictions = total_.evictions - timeline_base_.evictions;
+  s.rematerializations = total_.rematerializations - timeline_base_.rematerializations;
+  timeline_.push_back(std::move(s));
 }
 
 // ---------------------------------------------------------------- trace

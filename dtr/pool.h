@@ -15,6 +15,7 @@
 #include "dtr/errors.h"
 #include "dtr/kernel_times.h"
 #include "dtr/stats.h"
+#include "dtr/timeline.h"
 
 namespace remat {
 
@@ -117,6 +118,16 @@ class Pool {
   std::uint64_t tick() { return ++clock_; }
   std::uint64_t now() const { return clock_; }
 
+  // ---- timeline: a sample after every recorded op call (dtr/timeline.h)
+  // Starts recording, dropping any samples not yet taken by stop_timeline.  When off, the cost is
+  // one branch per call and nothing is allocated.
+  void start_timeline();
+  // Stops recording and hands over the samples.
+  std::vector<TimelineSample> stop_timeline();
+  bool timeline_active() const { return timeline_on_; }
+  // The samples so far (empty when off).
+  const std::vector<TimelineSample>& timeline() const { return timeline_; }
+
   // ---- trace: JSON lines of every constant, call, mutation, release, pin and annotation
   void start_trace(const std::string& path);
   void stop_trace();
@@ -146,6 +157,7 @@ class Pool {
   void banish(Cell& cell);
   void add_resident(std::size_t bytes);
   void sub_resident(std::size_t bytes);
+  void sample_timeline(const Producer* producer);
 
   Device device_;
   Allocator& allocator_;
@@ -168,6 +180,9 @@ class Pool {
   std::uint64_t clock_ = 0;
   std::uint64_t rng_state_ = 0;
   std::unique_ptr<Trace> trace_;
+  bool timeline_on_ = false;
+  std::vector<TimelineSample> timeline_;
+  DtrStats timeline_base_;  // the counters at start_timeline
   KernelTimes kernel_times_;
   std::optional<double> pending_fraction_;  // set_budget_fraction, until resolved
   int steps_until_measured_ = 0;

@@ -25,6 +25,10 @@ struct DtrFlags {
   std::string trace;
   std::uint64_t seed = 0;
 
+  // The step a fractional budget is measured on, unbudgeted (Pool::set_budget_fraction): the
+  // first also creates the optimizer's state, so the second is the first steady one.
+  static constexpr int kMeasureStep = 2;
+
   BudgetSpec spec;
   std::optional<std::size_t>
       unbudgeted_peak;  // of the measured step (or the first, without a budget)
@@ -67,7 +71,7 @@ struct DtrFlags {
     cfg.seed = seed;
     cfg.budget = spec.bytes;
     pool.configure(cfg);
-    if (spec.fraction) pool.set_budget_fraction(*spec.fraction);
+    if (spec.fraction) pool.set_budget_fraction(*spec.fraction, kMeasureStep);
     if (!trace.empty()) pool.start_trace(trace);
     pool.reset_stats();
   }

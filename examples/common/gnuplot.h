@@ -4,9 +4,15 @@
 #include <fmt/format.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 
 namespace remat::examples {
+
+// Whether a gnuplot program is on the PATH.
+inline bool gnuplot_available() {
+  return std::system("command -v gnuplot > /dev/null 2>&1") == 0;
+}
 
 // Pipes the script to gnuplot; false (with the reason) when gnuplot is missing or fails.
 inline bool run_gnuplot(const std::string& script, std::string* error) {

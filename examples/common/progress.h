@@ -45,9 +45,9 @@ class Progress {
   bool tty_;
 };
 
-// The DTR part of every example's final JSON line.
-inline nlohmann::json dtr_summary(const Pool& pool, const DtrFlags& flags) {
-  const DtrStats s = pool.stats();
+// The DTR part of every example's final JSON line, from the pool's stats or from counters an
+// example adjusted (train_resnet leaves out its --plot evaluations).
+inline nlohmann::json dtr_summary(const DtrStats& s, const DtrFlags& flags) {
   nlohmann::json j;
   j["peak_resident_bytes"] = s.peak_resident_bytes;
   j["scratch_bytes"] = scratch_bytes();  // kernels' per-thread workspaces, outside the budget
@@ -60,6 +60,9 @@ inline nlohmann::json dtr_summary(const Pool& pool, const DtrFlags& flags) {
   j["recompute_ms"] = s.recompute_seconds * 1e3;
   j["overhead_ms"] = (s.search_seconds + s.bookkeeping_seconds) * 1e3;
   return j;
+}
+inline nlohmann::json dtr_summary(const Pool& pool, const DtrFlags& flags) {
+  return dtr_summary(pool.stats(), flags);
 }
 
 }  // namespace remat::examples

@@ -88,6 +88,30 @@ TEST(BadFlags, TrainingFlagsNameTheirRange) {
   EXPECT_EQ(o.output.find("steps of"), std::string::npos) << "training started:\n" << o.output;
 }
 
+// A --plot that cannot be written, and a --plot-step past the run, fail before training.
+TEST(BadFlags, PlotFlagsFailBeforeTraining) {
+  if (!std::filesystem::exists(kResnet)) GTEST_SKIP() << "examples are not built";
+  EXPECT_TRUE(refused(kResnet, "--plot-points -1", {"--plot-points", "from 0 to"}));
+  EXPECT_TRUE(refused(kResnet, "--plot-step 1.5", {"--plot-step", "whole number"}));
+  for (const std::string path : {"/nonexistent/dir/plot.png", "/"}) {
+    const Outcome o = run(kResnet, "--plot " + path + " --steps 1000");
+    EXPECT_NE(o.status, 0) << path;
+    EXPECT_NE(o.output.find("--plot: cannot save to '" + path), std::string::npos) << o.output;
+    EXPECT_EQ(o.output.find("steps of"), std::string::npos) << "training started:\n" << o.output;
+  }
+  if (!std::filesystem::exists(nn::kFashionMnistDir))
+    GTEST_SKIP() << "Fashion-MNIST is not installed";
+  const std::string png = testing::unique_temp_path("plot_step", ".png");
+  const Outcome o = run(kResnet, "--plot " + png +
+                                     " --plot-step 9 --steps 3 --batch-size 16 --train-limit 64 "
+                                     "--test-limit 16");
+  EXPECT_NE(o.status, 0);
+  EXPECT_NE(o.output.find("--plot-step 9 is past the last step of the run (3)"), std::string::npos)
+      << o.output;
+  EXPECT_EQ(o.output.find("steps of"), std::string::npos) << "training started:\n" << o.output;
+  EXPECT_FALSE(std::filesystem::exists(png + ".dat"));
+}
+
 TEST(BadFlags, OneStepRuns) {
   if (!std::filesystem::exists(kResnet)) GTEST_SKIP() << "examples are not built";
   if (!std::filesystem::exists(nn::kFashionMnistDir))

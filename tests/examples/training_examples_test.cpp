@@ -5,7 +5,9 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "nn/mnist.h"
 #include "nn/text.h"
@@ -14,8 +16,9 @@
 namespace remat {
 namespace {
 
-nlohmann::json run_example(const std::string& args) {
-  const std::string cmd = std::string(REMAT_EXAMPLES_DIR) + "/" + args + " 2>&1";
+// `env` (e.g. "env PATH=/nonexistent") goes before the program.
+nlohmann::json run_example(const std::string& args, const std::string& env = "") {
+  const std::string cmd = env + " " + std::string(REMAT_EXAMPLES_DIR) + "/" + args + " 2>&1";
   std::FILE* pipe = popen(cmd.c_str(), "r");
   if (!pipe) throw Error("cannot run " + cmd);
   std::string all, last;
@@ -72,6 +75,92 @@ TEST(TrainResnet, CheckpointStagesGiveTheSameLossAtALowerPeak) {
       common + fmt::format(" --budget {}", ckpt["peak_resident_bytes"].get<std::size_t>()));
   EXPECT_EQ(plain["final_loss"].get<double>(), dtr["final_loss"].get<double>());
   EXPECT_GT(dtr["evictions"].get<long>(), 0);
+}
+
+// The data file of --plot: blocks separated by two blank lines, each a list of rows of words
+// ('#' lines are comments).
+std::vector<std::vector<std::vector<std::string>>> plot_blocks(const std::string& path) {
+  std::ifstream in(path);
+  std::vector<std::vector<std::vector<std::string>>> blocks(1);
+  std::string line;
+  int blank = 0;
+  while (std::getline(in, line)) {
+    if (line.empty()) {
+      if (++blank == 2) blocks.emplace_back();
+      continue;
+    }
+    blank = 0;
+    if (line[0] == '#') continue;
+    std::istringstream words(line);
+    blocks.back().emplace_back(std::istream_iterator<std::string>(words),
+                               std::istream_iterator<std::string>());
+  }
+  return blocks;
+}
+
+// --plot: the memory timelines of the measured unbudgeted step and of a budgeted one (the same
+// op calls, the budgeted one evicting), the loss of every step and the test curve, drawn into a
+// PNG when gnuplot is installed; its evaluations change neither the training nor the summary's
+// fields.  Without gnuplot the run still succeeds and keeps the numbers.
+TEST(TrainResnet, PlotDrawsMemoryAndLearningCurves) {
+  std::string why;
+  if (!ready(&why)) GTEST_SKIP() << why;
+  const std::string common =
+      "train_resnet --steps 6 --batch-size 16 --train-limit 256 --test-limit 64 --seed 3 "
+      "--budget 0.5";
+  const std::string png = testing::unique_temp_path("resnet_plot", ".png");
+  const auto plain = run_example(common);
+  const auto plotted = run_example(common + " --plot " + png + " --plot-step 4 --plot-points 2");
+  EXPECT_TRUE(plain["plot"].is_null());
+  EXPECT_EQ(plain["final_loss"].get<double>(), plotted["final_loss"].get<double>());
+  EXPECT_EQ(plain["test_accuracy"].get<double>(), plotted["test_accuracy"].get<double>());
+  for (const auto& [key, value] : plain.items())
+    EXPECT_TRUE(plotted.contains(key)) << key << " is missing with --plot";
+  EXPECT_GT(plotted["plot_eval_seconds"].get<double>(), 0);
+
+  const auto blocks = plot_blocks(png + ".dat");
+  ASSERT_EQ(blocks.size(), 5u);
+  const auto &unbudgeted = blocks[0], &budgeted = blocks[1];
+  ASSERT_FALSE(budgeted.empty());
+  EXPECT_EQ(unbudgeted.size(), budgeted.size());  // one step's op calls each
+  const double budget_mib = plotted["budget_bytes"].get<double>() / 1048576.0;
+  double unbudgeted_peak = 0, budgeted_peak = 0, evictions = 0;
+  for (const auto& row : unbudgeted) unbudgeted_peak = std::max(unbudgeted_peak, std::stod(row[1]));
+  for (const auto& row : budgeted) {
+    budgeted_peak = std::max(budgeted_peak, std::stod(row[1]));
+    evictions += std::stod(row[3]);
+  }
+  EXPECT_GT(unbudgeted_peak, budget_mib);
+  EXPECT_LE(budgeted_peak, budget_mib + 1e-3);  // the file rounds to 1e-4 MiB
+  EXPECT_GT(evictions, 0);
+  EXPECT_EQ(evictions, std::stod(budgeted.back()[5]));  // counts per call add up
+  EXPECT_EQ(blocks[2].size(), 6u);                      // the loss of every step
+  ASSERT_EQ(blocks[3].size(), 2u);                      // test accuracy after steps 3 and 6
+  EXPECT_EQ(blocks[3][0][0], "3");
+  EXPECT_EQ(blocks[3][1][0], "6");
+  ASSERT_EQ(blocks[4].size(), 1u);  // the whole test set at the end
+  EXPECT_NEAR(std::stod(blocks[4][0][1]), plotted["test_accuracy"].get<double>(), 1e-5);
+
+  if (std::system("command -v gnuplot > /dev/null 2>&1") == 0) {
+    EXPECT_EQ(plotted["plot"], png);
+    std::ifstream in(png, std::ios::binary);
+    char magic[4] = {};
+    in.read(magic, 4);
+    EXPECT_EQ(std::string(magic + 1, 3), "PNG");
+    EXPECT_GT(std::filesystem::file_size(png), 10000u);
+  } else {
+    std::printf("gnuplot is not installed: the picture is not checked\n");
+  }
+  std::filesystem::remove(png);
+  std::filesystem::remove(png + ".dat");
+
+  const auto without = run_example(
+      "train_resnet --steps 2 --batch-size 16 --train-limit 64 --test-limit 16 --plot " + png,
+      "env PATH=/nonexistent");
+  EXPECT_TRUE(without["plot"].is_null());
+  EXPECT_FALSE(std::filesystem::exists(png));
+  EXPECT_TRUE(std::filesystem::exists(png + ".dat"));
+  std::filesystem::remove(png + ".dat");
 }
 
 TEST(TrainMlp, ShortRunOnAFashionMnistSubsetLearns) {
