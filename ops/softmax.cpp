@@ -4,6 +4,7 @@
 #include <cmath>
 #include <type_traits>
 
+#include "autograd/grad_mode.h"
 #include "ops/cpu/lane_sum.h"
 #include "ops/cpu/loops.h"
 #include "ops/cpu/softmax_row.h"
@@ -77,6 +78,53 @@ void softmax_columns(const T* x, T* y, std::int64_t d_size, std::int64_t inner, 
   }
 }
 
+// The first derivative of (log_)softmax along the innermost dim in one pass per row: log:
+// dx = g - exp(y) * sum(g); softmax: dx = y * (g - sum(g * y)), the sums in double in eight
+// lanes.  Inputs {g, y}, both contiguous.  Used only when no graph of the gradient is being
+// built (the public-op formula serves create_graph and other dims).
+class SoftmaxBackwardOp final : public Op {
+ public:
+  explicit SoftmaxBackwardOp(bool log) : log_(log) {}
+  std::string_view name() const override {
+    return log_ ? "log_softmax_backward" : "softmax_backward";
+  }
+  std::vector<TensorMeta> infer(std::span<const TensorMeta> in) const override {
+    REMAT_CHECK(in.size() == 2 && in[0].shape == in[1].shape && in[0].dtype == in[1].dtype &&
+                    in[0].is_contiguous() && in[1].is_contiguous() && in[0].dim() >= 1,
+                "{}: internal error, gradient {} and output {} must be contiguous and alike",
+                name(), in[0].shape, in.size() > 1 ? in[1].shape : Shape{});
+    return {TensorMeta::contiguous(in[0].shape, in[0].dtype, in[0].device)};
+  }
+  void cpu(std::span<const KernelArg> in, std::span<const KernelArg> out) const override {
+    const TensorMeta& m = *in[0].meta;
+    const std::int64_t n = m.shape[m.dim() - 1];
+    if (m.numel() == 0) return;
+    const std::int64_t rows = m.numel() / n;
+    detail::visit_floating(m.dtype, [&]<class T>() {
+      const T* g = in[0].data<T>();
+      const T* y = in[1].data<T>();
+      T* dx = out[0].data<T>();
+      const bool log = log_;
+      parallel_for(0, rows, grain_for(n), [=](std::int64_t b, std::int64_t e) {
+        for (std::int64_t r = b; r < e; ++r) {
+          const T *gr = g + r * n, *yr = y + r * n;
+          T* o = dx + r * n;
+          if (log) {
+            const T s = static_cast<T>(lane_sum(gr, n));
+            for (std::int64_t i = 0; i < n; ++i) o[i] = gr[i] - detail::vexp(yr[i]) * s;
+          } else {
+            const T s = static_cast<T>(detail::lane_dot(gr, yr, n));
+            for (std::int64_t i = 0; i < n; ++i) o[i] = yr[i] * (gr[i] - s);
+          }
+        }
+      });
+    });
+  }
+
+ private:
+  bool log_;
+};
+
 class SoftmaxOp final : public Op {
  public:
   SoftmaxOp(std::int64_t dim, bool log) : dim_(dim), log_(log) {}
@@ -125,6 +173,8 @@ class SoftmaxOp final : public Op {
     const Tensor& y = c.output(0);
     const std::vector<std::int64_t> dims =
         y.dim() == 0 ? std::vector<std::int64_t>{} : std::vector{dim_};
+    if (!GradMode::is_enabled() && y.dim() >= 1 && dim_ == y.dim() - 1)
+      return {call1(std::make_shared<SoftmaxBackwardOp>(log_), {contiguous(g), y})};
     if (log_) return {sub(g, mul(exp(y), sum(g, dims, true)))};
     return {mul(y, sub(g, sum(mul(g, y), dims, true)))};
   }

@@ -168,3 +168,22 @@ TEST(Softmax, Errors) {
 
 }  // namespace
 }  // namespace remat
+
+namespace remat {
+namespace {
+
+// The derivative along the last dim is one fused op in ordinary training and public ops under
+// create_graph: the same gradients, in float64, for softmax and log_softmax.
+TEST(SoftmaxBackward, FusedEqualsPublicOps) {
+  for (bool log : {false, true}) {
+    const Tensor x = testing::leaf64({5, 37}, 1, -3, 3), w = testing::leaf64({5, 37}, 2);
+    auto f = [&] { return sum(mul(log ? log_softmax(x, -1) : softmax(x, -1), w)); };
+    const auto fused = grad({f()}, {x});
+    const auto composed = grad({f()}, {x}, {}, false, /*create_graph=*/true);
+    EXPECT_TRUE(testing::all_close(fused[0], composed[0], 1e-13, 1e-15))
+        << (log ? "log_softmax" : "softmax");
+  }
+}
+
+}  // namespace
+}  // namespace remat
