@@ -91,7 +91,9 @@ start torch_default "$python" "$root/bench/compare_torch.py" --threads 1 --warmu
 start torch_best env "${best_env[@]}" "$python" "$root/bench/compare_torch.py" --threads 1 --warmup "$warmup"
 
 # Rounds of every model on every worker, rotating who goes first; step times go to
-# $tmp/<worker>.<model>.  Usage: run_rounds workers_array models_array
+# $tmp/<worker>.<model>.  Between two workers a pause (PAUSE, 0.3 s) lets the last one's idle
+# threads (libgomp's and OpenBLAS's spin a while before they sleep) stop competing for the cores.
+# Usage: run_rounds workers_array models_array
 run_rounds() {
   local -n ws=$1 ms=$2
   local r k w model line
@@ -99,6 +101,7 @@ run_rounds() {
     for model in "${ms[@]}"; do
       for ((k = 0; k < ${#ws[@]}; k++)); do
         w=${ws[(k + r) % ${#ws[@]}]}
+        sleep "${PAUSE:-0.3}"
         echo "$model $steps" >&"${in_fd[$w]}"
         read -r -t 900 -u "${out_fd[$w]}" line || die "worker $w stopped: $(cat "$tmp/$w.err")"
         set -- $line
@@ -116,17 +119,20 @@ run_rounds workers models
 
 # Two threads, every model: ours (with its default waiting policy, ensure_thread_policy) against
 # PyTorch at its defaults and at the tuned settings with passive and with active OpenMP waiting
-# (which of the three is fastest differs by model), alternated likewise.
-workers2=(ours@2 torch@2 torch@2_passive torch@2_active)
+# (which of the three is fastest differs by model), alternated likewise.  The active-waiting
+# worker runs last and alone: its idle threads spin on both cores and would slow every other.
+workers2=(ours@2 torch@2 torch@2_passive)
+workers2_active=(torch@2_active)
 threads2=(OMP_NUM_THREADS=2 MKL_NUM_THREADS=2 OPENBLAS_NUM_THREADS=2)
 start ours@2 env "${threads2[@]}" REMAT_NUM_THREADS=2 "$ours" --threads 2 --warmup "$warmup"
 start torch@2 env "${threads2[@]}" "$python" "$root/bench/compare_torch.py" --threads 2 \
   --warmup "$warmup"
 start torch@2_passive env "${threads2[@]}" "${best_env[@]}" OMP_WAIT_POLICY=PASSIVE "$python" \
   "$root/bench/compare_torch.py" --threads 2 --warmup "$warmup"
+run_rounds workers2 models
 start torch@2_active env "${threads2[@]}" "${best_env[@]}" OMP_WAIT_POLICY=ACTIVE "$python" \
   "$root/bench/compare_torch.py" --threads 2 --warmup "$warmup"
-run_rounds workers2 models
+run_rounds workers2_active models
 
 # Under a budget: one worker per model, so each budget is a fraction of that model's own peak.
 budget_lines=()
