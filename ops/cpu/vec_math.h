@@ -30,7 +30,9 @@ namespace vec_math {
 [[gnu::always_inline]] inline float exp_f32(float x) {
   constexpr float kHi = 88.72283935546875f;  // above: +inf (e^x > FLT_MAX)
   constexpr float kLo = -103.972084045410f;  // below: 0 (e^x < half the smallest subnormal)
-  const float xc = x < kLo ? kLo : (x > kHi ? kHi : x);
+  // NaN clamps to kLo (every comparison is false), so the conversion to int below is defined;
+  // the last line returns the NaN.
+  const float xc = x > kLo ? (x < kHi ? x : kHi) : kLo;
   // x = n ln2 + r with |r| <= ln2 / 2; ln2 in two parts so n ln2 is exact.
   const float n = round_nearest(xc * 1.44269504088896341f);
   float r = xc - n * 0.693359375f;
