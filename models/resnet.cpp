@@ -51,8 +51,9 @@ class CifarBlock final : public Module {
   }
   Tensor forward(const Tensor& x) override {
     Tensor c1 = region([this](const Tensor& t) { return conv1_->forward(t); }, "conv")(x);
-    Tensor h = region([this](const Tensor& t) { return bn1_->forward(t, {.relu = true}); },
-                      "bn_relu", true)(c1);
+    Tensor h =
+        region([this](const Tensor& t) { return bn1_->forward(t, {.residual = {}, .relu = true}); },
+               "bn_relu", true)(c1);
     Tensor c2 = region([this](const Tensor& t) { return conv2_->forward(t); }, "conv")(h);
     // relu(bn2(c2) + shortcut) is one op: one pass forward, one backward.
     auto tail = [this](const std::vector<Tensor>& in) {
@@ -102,7 +103,7 @@ class CifarResNet final : public Module {
   }
   Tensor forward(const Tensor& x) override {
     REMAT_CHECK(x.dim() == 4, "CifarResNet: expected input [N, C, H, W], got shape {}", x.shape());
-    Tensor h = bn_->forward(stem_->forward(x), {.relu = true});
+    Tensor h = bn_->forward(stem_->forward(x), {.residual = {}, .relu = true});
     for (std::size_t i = 0; i < stages_.size(); ++i)
       h = run_stage(stages_[i], h, checkpoint_stages_, "layer" + std::to_string(i + 1));
     h = mean(h, {2, 3});  // global average pooling
@@ -147,8 +148,11 @@ class ImageNetBlock final : public Module {
     Tensor h = x;
     for (std::size_t i = 0; i < last; ++i) {
       h = region([this, i](const Tensor& t) { return layers_[i]->forward(t); }, "conv")(h);
-      h = region([this, i](const Tensor& t) { return norms_[i]->forward(t, {.relu = true}); },
-                 "bn_relu", true)(h);
+      h = region(
+          [this, i](const Tensor& t) {
+            return norms_[i]->forward(t, {.residual = {}, .relu = true});
+          },
+          "bn_relu", true)(h);
     }
     h = region([this, last](const Tensor& t) { return layers_[last]->forward(t); }, "conv")(h);
     Tensor s = down_conv_
@@ -204,7 +208,7 @@ class ImageNetResNet final : public Module {
   }
   Tensor forward(const Tensor& x) override {
     REMAT_CHECK(x.dim() == 4, "ResNet: expected input [N, C, H, W], got shape {}", x.shape());
-    Tensor h = pool_->forward(bn_->forward(stem_->forward(x), {.relu = true}));
+    Tensor h = pool_->forward(bn_->forward(stem_->forward(x), {.residual = {}, .relu = true}));
     for (std::size_t i = 0; i < stages_.size(); ++i)
       h = run_stage(stages_[i], h, checkpoint_stages_, "layer" + std::to_string(i + 1));
     return fc_->forward(mean(h, {2, 3}));

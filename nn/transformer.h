@@ -43,8 +43,8 @@ struct MultiheadAttentionOptions {
 };
 
 struct AttentionMasks {
-  Tensor key_padding_mask;  // [batch, S]: int64 non-zero or float added, per key
-  Tensor attn_mask;         // [L, S] or [batch * num_heads, L, S]
+  Tensor key_padding_mask{};  // [batch, S]: int64 non-zero or float added, per key
+  Tensor attn_mask{};         // [L, S] or [batch * num_heads, L, S]
   bool need_weights = true;
   bool average_attn_weights = true;  // weights [batch, L, S] averaged over heads
   // PyTorch's hint that attn_mask is the causal mask: without weights, the fused attention then

@@ -62,7 +62,9 @@ TEST(OptimizerStep, AdamMatchesTorchFormulasOverSteps) {
     EXPECT_TRUE(all_close(param, tensor<double>(rp), 1e-13, 1e-15));
     EXPECT_TRUE(all_close(m, tensor<double>(rm), 1e-13, 1e-15));
     EXPECT_TRUE(all_close(v, tensor<double>(rv), 1e-13, 1e-15));
-    if (c.amsgrad) EXPECT_TRUE(all_close(vmax, tensor<double>(rmax), 1e-13, 1e-15));
+    if (c.amsgrad) {
+      EXPECT_TRUE(all_close(vmax, tensor<double>(rmax), 1e-13, 1e-15));
+    }
   }
 }
 
@@ -104,7 +106,9 @@ TEST(OptimizerStep, SgdMatchesTorchFormulasOverSteps) {
       sgd_step_(param, buf, grad, p);
     }
     EXPECT_TRUE(all_close(param, tensor<double>(rp), 1e-13, 1e-15));
-    if (p.momentum != 0) EXPECT_TRUE(all_close(buf, tensor<double>(rb), 1e-13, 1e-15));
+    if (p.momentum != 0) {
+      EXPECT_TRUE(all_close(buf, tensor<double>(rb), 1e-13, 1e-15));
+    }
   }
 }
 
