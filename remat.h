@@ -12,6 +12,7 @@
 #include "dtr/pool.h"
 #include "ops/attention.h"
 #include "ops/conv.h"
+#include "ops/device_copy.h"
 #include "ops/dropout.h"
 #include "ops/elementwise.h"
 #include "ops/factory.h"

@@ -8,7 +8,9 @@
 #include <mutex>
 #include <vector>
 
+#include "core/cuda.h"
 #include "core/error.h"
+#include "core/segment_allocator.h"
 
 namespace remat {
 namespace {
@@ -66,7 +68,7 @@ class CachingCpuAllocator final : public Allocator {
       release_all_cached();
       p = fresh(size);
     }
-    REMAT_CHECK(p, "cpu allocator: out of memory allocating {} bytes", size);
+    if (!p) return {};
     return {p, size};
   }
 
@@ -86,6 +88,13 @@ class CachingCpuAllocator final : public Allocator {
     std::lock_guard lock(mu_);
     auto it = free_.find(size_class);
     return it != free_.end() && !it->second.empty();
+  }
+
+  std::size_t largest_free_block() const override {
+    std::lock_guard lock(mu_);
+    for (auto it = free_.rbegin(); it != free_.rend(); ++it)
+      if (!it->second.empty()) return it->first;
+    return 0;
   }
 
   std::size_t release_cached(std::size_t bytes, std::size_t keep_class) override {
@@ -122,8 +131,39 @@ std::unique_ptr<Allocator> make_accounting_cpu_allocator() {
   return std::make_unique<CachingCpuAllocator>(false);
 }
 
+namespace {
+
+// Device memory from cudaMalloc in segments (one driver call per segment, none per block).
+class CudaSegmentSource final : public SegmentSource {
+ public:
+  explicit CudaSegmentSource(int index) : index_(index) {}
+  Device device() const override { return Device::cuda(index_); }
+  void* map(std::size_t bytes) override { return detail::cuda_memory::malloc(index_, bytes); }
+  void unmap(void* p, std::size_t) override { detail::cuda_memory::free(index_, p); }
+
+ private:
+  int index_;
+};
+
+Allocator& cuda_allocator(Device device) {
+  const int count = cuda::device_count();
+  REMAT_CHECK(count > 0, "no allocator for device {}: {}", device, cuda::unavailable_reason());
+  REMAT_CHECK(device.index >= 0 && device.index < count,
+              "no allocator for device {}: this process sees {} CUDA device(s)", device, count);
+  // Never destroyed (cells may be freed during static destruction); built once per device.
+  static auto* allocators = new std::vector<std::unique_ptr<Allocator>>(count);
+  static std::mutex mu;
+  std::lock_guard lock(mu);
+  auto& a = (*allocators)[device.index];
+  if (!a) a = make_segment_allocator(std::make_unique<CudaSegmentSource>(device.index));
+  return *a;
+}
+
+}  // namespace
+
 Allocator& allocator_for(Device device) {
-  REMAT_CHECK(device.is_cpu(), "no allocator for device {} in this build", device);
+  if (device.is_cuda()) return cuda_allocator(device);
+  REMAT_CHECK(device.is_cpu(), "no allocator for device {}", device);
   // Never destroyed: cells may be freed during static destruction.
   static auto* cpu = new CachingCpuAllocator();
   return *cpu;

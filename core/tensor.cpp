@@ -2,15 +2,21 @@
 
 #include <atomic>
 
+#include "core/cuda.h"
+
 namespace remat {
 
 namespace {
 std::atomic<AutogradMetaFactory> g_autograd_factory{nullptr};
 }
 
-void set_autograd_meta_factory(AutogradMetaFactory factory) { g_autograd_factory = factory; }
+void set_autograd_meta_factory(AutogradMetaFactory factory) {
+  g_autograd_factory = factory;
+}
 
-std::int64_t Tensor::size(std::int64_t d) const { return shape()[wrap_dim("size", d, dim())]; }
+std::int64_t Tensor::size(std::int64_t d) const {
+  return shape()[wrap_dim("size", d, dim())];
+}
 std::int64_t Tensor::stride(std::int64_t d) const {
   return strides()[wrap_dim("stride", d, dim())];
 }
@@ -59,7 +65,9 @@ void Tensor::set_grad(Tensor g) const {
   impl.autograd->set_grad(std::move(g));
 }
 
-std::string Tensor::shape_str() const { return fmt::format("{}", shape()); }
+std::string Tensor::shape_str() const {
+  return fmt::format("{}", shape());
+}
 
 std::int64_t Tensor::element_offset(std::string_view op,
                                     std::initializer_list<std::int64_t> index) const {
@@ -80,32 +88,73 @@ std::int64_t Tensor::element_offset(std::string_view op,
 void* Tensor::base_data() const {
   const auto& s = storage();
   REMAT_CHECK(s, "tensor has no storage");
-  REMAT_CHECK(device().is_cpu(), "element access needs a CPU tensor, got {}", device());
+  REMAT_CHECK(device().is_cpu(),
+              "element writes and data_ptr need a CPU tensor, got one on {} (copy it with to())",
+              device());
   return s->resident_data();
 }
 
 namespace {
+// The storage's bytes where the host can read them: the buffer itself on the CPU, a copy of a
+// device buffer otherwise (element reads and printing of CUDA tensors).
+class HostBytes {
+ public:
+  explicit HostBytes(const Tensor& t) {
+    const auto& s = t.storage();
+    REMAT_CHECK(s, "tensor has no storage");
+    void* data = s->resident_data();
+    if (t.device().is_cpu()) {
+      data_ = data;
+      return;
+    }
+    copy_.resize(s->nbytes());
+    if (!copy_.empty()) detail::cuda_memory::copy_to_host(copy_.data(), data, copy_.size());
+    data_ = copy_.data();
+  }
+  const void* data() const { return data_; }
+
+ private:
+  std::vector<char> copy_;
+  const void* data_ = nullptr;
+};
+
 template <class T>
 T read_as(const void* base, DType dtype, std::int64_t off) {
   switch (dtype) {
-    case DType::Float32: return static_cast<T>(static_cast<const float*>(base)[off]);
-    case DType::Float64: return static_cast<T>(static_cast<const double*>(base)[off]);
-    case DType::Int64: return static_cast<T>(static_cast<const std::int64_t*>(base)[off]);
+    case DType::Float32:
+      return static_cast<T>(static_cast<const float*>(base)[off]);
+    case DType::Float64:
+      return static_cast<T>(static_cast<const double*>(base)[off]);
+    case DType::Int64:
+      return static_cast<T>(static_cast<const std::int64_t*>(base)[off]);
   }
   return T{};
+}
+
+// One element, copied alone from a device buffer (not the whole storage).
+template <class T>
+T read_element(const Tensor& t, std::int64_t off) {
+  const auto& s = t.storage();
+  REMAT_CHECK(s, "tensor has no storage");
+  const void* data = s->resident_data();
+  if (t.device().is_cpu()) return read_as<T>(data, t.dtype(), off);
+  alignas(8) unsigned char element[8];
+  const std::size_t size = element_size(t.dtype());
+  detail::cuda_memory::copy_to_host(element, static_cast<const unsigned char*>(data) + off * size,
+                                    size);
+  return read_as<T>(element, t.dtype(), 0);
 }
 }  // namespace
 
 template <class T>
 T Tensor::item() const {
   REMAT_CHECK(numel() == 1, "item: expected a tensor with one element, got shape {}", shape());
-  return read_as<T>(base_data(), dtype(), offset());
+  return read_element<T>(*this, offset());
 }
 
 template <class T>
 T Tensor::at(std::initializer_list<std::int64_t> index) const {
-  const auto off = element_offset("at", index);
-  return read_as<T>(base_data(), dtype(), off);
+  return read_element<T>(*this, element_offset("at", index));
 }
 
 template <class T>
@@ -123,8 +172,8 @@ template <class T>
 T* Tensor::data_ptr() const {
   REMAT_CHECK(dtype_of<T>() == dtype(), "data_ptr: requested {} but the tensor holds {}",
               dtype_of<T>(), dtype());
-  REMAT_CHECK(is_contiguous(), "data_ptr: tensor of shape {} strides {} is not contiguous",
-              shape(), strides());
+  REMAT_CHECK(is_contiguous(), "data_ptr: tensor of shape {} strides {} is not contiguous", shape(),
+              strides());
   return static_cast<T*>(base_data()) + offset();
 }
 
@@ -133,7 +182,8 @@ std::vector<T> Tensor::to_vector() const {
   const auto& m = meta();
   std::vector<T> out(static_cast<std::size_t>(m.numel()));
   if (out.empty()) return out;
-  const void* base = base_data();
+  const HostBytes bytes(*this);
+  const void* base = bytes.data();
   std::vector<std::int64_t> idx(m.shape.size(), 0);
   for (std::size_t n = 0; n < out.size(); ++n) {
     std::int64_t off = m.offset;
@@ -147,11 +197,11 @@ std::vector<T> Tensor::to_vector() const {
   return out;
 }
 
-#define REMAT_INSTANTIATE(T)                                                     \
-  template T Tensor::item<T>() const;                                            \
-  template T Tensor::at<T>(std::initializer_list<std::int64_t>) const;           \
-  template void Tensor::set<T>(std::initializer_list<std::int64_t>, T) const;    \
-  template T* Tensor::data_ptr<T>() const;                                       \
+#define REMAT_INSTANTIATE(T)                                                  \
+  template T Tensor::item<T>() const;                                         \
+  template T Tensor::at<T>(std::initializer_list<std::int64_t>) const;        \
+  template void Tensor::set<T>(std::initializer_list<std::int64_t>, T) const; \
+  template T* Tensor::data_ptr<T>() const;                                    \
   template std::vector<T> Tensor::to_vector<T>() const;
 REMAT_INSTANTIATE(float)
 REMAT_INSTANTIATE(double)

@@ -43,6 +43,11 @@ struct KernelArg {
   T* data() const {
     return static_cast<T*>(base) + meta->offset;
   }
+  // The first element's address whatever the dtype (device kernels and copies).
+  char* bytes() const {
+    return static_cast<char*>(base) +
+           meta->offset * static_cast<std::int64_t>(element_size(meta->dtype));
+  }
 };
 
 }  // namespace remat

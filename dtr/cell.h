@@ -73,6 +73,8 @@ class Cell final : public Storage, public std::enable_shared_from_this<Cell> {
   void set_role(StorageRole role) override { role_ = role; }
   StorageRole role() const { return role_; }
 
+  // The pool of the cell's device, which pins and rematerializes it.
+  Pool& pool() const { return pool_; }
   std::uint64_t id() const { return id_; }
   CellState state() const { return state_; }
   bool resident() const { return state_ == CellState::Resident; }

@@ -1,6 +1,7 @@
 #include "dtr/pool.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -38,14 +39,22 @@ Pool& Pool::of(Device device) {
     static Pool* const cpu = new Pool(Device::cpu());
     return *cpu;
   }
-  // Pools live for the whole process: cells may die during static destruction.
+  // One pool per CUDA device, found by index: an atomic load per op once it exists.  Pools live
+  // for the whole process: cells may die during static destruction.
+  constexpr int kMaxDevices = 64;
+  REMAT_CHECK(device.is_cuda() && device.index >= 0 && device.index < kMaxDevices,
+              "no pool for device {} (CUDA device indices run from 0 to {})", device,
+              kMaxDevices - 1);
+  static std::atomic<Pool*> pools[kMaxDevices];
+  if (Pool* p = pools[device.index].load(std::memory_order_acquire)) return *p;
   static std::mutex mu;
-  static auto* pools = new std::map<std::pair<int, int>, Pool*>();
   std::lock_guard lock(mu);
-  auto key = std::make_pair(static_cast<int>(device.type), device.index);
-  auto it = pools->find(key);
-  if (it == pools->end()) it = pools->emplace(key, new Pool(device)).first;
-  return *it->second;
+  Pool* p = pools[device.index].load(std::memory_order_relaxed);
+  if (!p) {
+    p = new Pool(device);  // allocator_for checks that the device exists
+    pools[device.index].store(p, std::memory_order_release);
+  }
+  return *p;
 }
 
 Pool::Pool(Device device, Allocator* allocator)
@@ -121,14 +130,21 @@ void Pool::sub_resident(std::size_t bytes) {
 DtrStats Pool::stats() const {
   DtrStats s = total_.since(window_base_);
   s.peak_resident_bytes = peak_resident_bytes_;
-  s.budget = config_.budget;
+  fill_memory_stats(s);
   return s;
 }
 
 DtrStats Pool::total_stats() const {
   DtrStats s = total_;
-  s.budget = config_.budget;
+  fill_memory_stats(s);
   return s;
+}
+
+void Pool::fill_memory_stats(DtrStats& s) const {
+  s.budget = config_.budget;
+  s.fragmentation_bytes = allocator_.cached_bytes();
+  s.held_bytes = resident_bytes_ + s.fragmentation_bytes;
+  s.largest_free_block = allocator_.largest_free_block();
 }
 
 void Pool::reset_stats() {
@@ -249,22 +265,69 @@ void Pool::make_room(std::size_t bytes, std::string_view op) {
   // recomputed ops; 1/256 gave half the saving, 1/32 more recomputation.
   const std::size_t headroom = std::min<std::size_t>(budget / 64, std::size_t{1} << 20);
   while (true) {
-    const std::size_t cached = allocator_.cached_bytes();
-    const bool reuse = bytes && allocator_.has_cached(cls);
-    // Held after the allocation: resident + cached, where a reused block leaves the cache.
-    const std::size_t held = resident_bytes_ + cached + bytes - (reuse ? cls : 0);
+    // Held after the allocation: resident + cached, where the allocator says what its cache
+    // will hold then (a reused block leaves it; a fresh segment may bring more into it).
+    const std::size_t cached_after =
+        bytes ? allocator_.cached_after(bytes) : allocator_.cached_bytes();
+    const std::size_t held = resident_bytes_ + bytes + cached_after;
     if (held <= budget) return;
     const std::size_t excess = held - budget;
-    if (cached - (reuse ? cls : 0) > 0 && allocator_.release_cached(excess, reuse ? cls : 0) > 0)
-      continue;
+    if (allocator_.cached_bytes() > 0 && allocator_.release_cached(excess, cls) > 0) continue;
+    // Enough bytes are free but in pieces too small: first try a victim whose block joins free
+    // neighbours into a block that fits.
+    if (bytes && evict_to_fit(cls)) continue;
     if (!evict_batch(excess, headroom))
       throw OutOfBudget(std::string(op), bytes, budget, unevictable_bytes());
   }
 }
 
+bool Pool::evict_to_fit(std::size_t size) {
+  if (!allocator_.merges_free_blocks() || allocator_.cached_bytes() < size ||
+      allocator_.has_cached(size))
+    return false;
+  Cell* chosen = nullptr;
+  double best = std::numeric_limits<double>::infinity(), any = best;
+  for (Cell* c : candidates_) {
+    if (c->pins_ > 0) continue;
+    const bool fits = allocator_.fits_if_freed(c->block_, size);
+    // Scored to the end when it fits (its score decides); otherwise only up to the best so far.
+    const double score =
+        Heuristics::score(*this, *c, fits ? std::numeric_limits<double>::infinity() : any);
+    any = std::min(any, score);
+    if (!fits) continue;
+    if (!chosen || score < best || (score == best && c->id_ < chosen->id_))
+      chosen = c, best = score;
+  }
+  // A victim that makes the request fit may cost more than the best victim overall; taken only
+  // within twice its score.  On the prototype's logs with segments (dtr_sim --segments, dtr-eq
+  // at 0.3, 0.5, 0.7) 20 of 24 runs finished with this rule, 16 without evictions to fit and
+  // 13 taking the best fitting victim whatever its score.
+  constexpr double kFitScoreFactor = 2;
+  if (chosen && best > kFitScoreFactor * any) chosen = nullptr;
+  if (!chosen) return false;
+  evict(*chosen);
+  ++total_.fragmentation_evictions;
+  return true;
+}
+
+Block Pool::allocate_block(std::size_t bytes, std::string_view op) {
+  while (true) {
+    const Block b = allocator_.allocate(bytes);
+    if (b.ptr) return b;
+    // The memory itself ran out (a device's, below the budget or without one): evict, first
+    // where that joins free blocks into one that fits, and retry.
+    const std::size_t cls = allocator_.size_class(bytes);
+    if (evict_to_fit(cls) || evict_batch(bytes, 0)) continue;
+    const std::size_t held = resident_bytes_ + allocator_.cached_bytes();
+    throw OutOfBudget(
+        fmt::format("{} (the {} memory is exhausted at {} bytes held)", op, device_, held), bytes,
+        config_.budget.value_or(held), unevictable_bytes());
+  }
+}
+
 void Pool::materialize(Cell& cell, std::string_view op) {
   make_room(cell.nbytes_, op);
-  cell.block_ = allocator_.allocate(cell.nbytes_);
+  cell.block_ = allocate_block(cell.nbytes_, op);
   cell.state_ = CellState::Resident;
   cell.last_access_ = tick();
   ++resident_cells_;
@@ -452,7 +515,7 @@ void Pool::replay(Record& r, std::string_view op) {
         // The output died: the kernel still writes it, into a short-lived buffer.
         const std::size_t n = r.output_metas[i].nbytes();
         make_room(n, op);
-        outs[i].scratch = allocator_.allocate(n);
+        outs[i].scratch = allocate_block(n, op);
         add_resident(n);
         out_args[i] = {&r.output_metas[i], outs[i].scratch.ptr};
       }

@@ -148,6 +148,14 @@ class Pool {
   // Evicts victims of one sampled search until `bytes` are freed, and tiny ones on to
   // `headroom` (see make_room); false when nothing can be evicted.
   bool evict_batch(std::size_t bytes, std::size_t headroom);
+  // When the allocator's free bytes could serve a block of `size` but no free block is large
+  // enough: evicts the best-scored cell whose block joins free neighbours into one that is
+  // (MegEngine's idea against fragmentation); false when there is none.
+  bool evict_to_fit(std::size_t size);
+  void fill_memory_stats(DtrStats& s) const;
+  // A block from the allocator, evicting while the memory itself is exhausted; OutOfBudget
+  // when nothing is left to evict.
+  Block allocate_block(std::size_t bytes, std::string_view op);
   static constexpr std::size_t kTinyCell = 4096;
   std::size_t sample_size() const;
   // dtr-eq's union-find classes of evicted cells, which unbudgeted runs do not keep.

@@ -12,12 +12,20 @@ struct DtrStats {
   std::uint64_t evictions = 0;
   std::uint64_t rematerializations = 0;  // record replays
   std::uint64_t metadata_accesses = 0;   // cells scored or walked by the heuristic
-  double compute_seconds = 0;            // kernel time of the original calls
-  double recompute_seconds = 0;          // kernel time of replays
-  double search_seconds = 0;             // choosing victims
-  double bookkeeping_seconds = 0;        // the rest of the cache's own work
+  // Evictions chosen because their block joins free neighbours into one a request fits.
+  std::uint64_t fragmentation_evictions = 0;
+  double compute_seconds = 0;      // kernel time of the original calls
+  double recompute_seconds = 0;    // kernel time of replays
+  double search_seconds = 0;       // choosing victims
+  double bookkeeping_seconds = 0;  // the rest of the cache's own work
   std::size_t peak_resident_bytes = 0;
   std::optional<std::size_t> budget = std::nullopt;
+  // At the moment of the query: what the allocator holds (resident + cached, what a budget
+  // counts), and its largest free block.  held - resident is the fragmentation: on a GPU's
+  // segment allocator, free pieces and rounding inside segments.
+  std::size_t held_bytes = 0;
+  std::size_t fragmentation_bytes = 0;
+  std::size_t largest_free_block = 0;
 
   DtrStats since(const DtrStats& base) const {
     DtrStats d = *this;
@@ -26,6 +34,7 @@ struct DtrStats {
     d.evictions -= base.evictions;
     d.rematerializations -= base.rematerializations;
     d.metadata_accesses -= base.metadata_accesses;
+    d.fragmentation_evictions -= base.fragmentation_evictions;
     d.compute_seconds -= base.compute_seconds;
     d.recompute_seconds -= base.recompute_seconds;
     d.search_seconds -= base.search_seconds;

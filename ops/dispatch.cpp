@@ -10,6 +10,7 @@
 #include "autograd/grad_mode.h"
 #include "autograd/meta.h"
 #include "autograd/placeholder.h"
+#include "core/cuda.h"
 #include "core/recycling_allocator.h"
 #include "dtr/pool.h"
 #include "ops/op.h"
@@ -80,15 +81,19 @@ class Scratch {
   std::vector<T> heap_;
 };
 
-// Unpins on every exit, so a kernel that throws leaves the pool consistent.
+// Unpins on every exit, so a kernel that throws leaves the pool consistent.  Each cell is
+// pinned by its own device's pool (a device copy reads a cell of another pool).
 struct PinGuard {
-  Pool& pool;
   Scratch<Cell*, 8> cells;
   std::size_t count = 0;
-  PinGuard(Pool& p, std::size_t capacity) : pool(p), cells(capacity) {}
-  void add(Cell* c) { cells[count++] = c; }
+  explicit PinGuard(std::size_t capacity) : cells(capacity) {}
+  void pin(Cell& c, std::string_view op) {
+    c.pool().pin(c, op);
+    cells[count++] = &c;
+  }
+  void add(Cell* c) { cells[count++] = c; }  // pinned already
   ~PinGuard() {
-    for (std::size_t i = 0; i < count; ++i) pool.unpin(*cells[i]);
+    for (std::size_t i = 0; i < count; ++i) cells[i]->pool().unpin(*cells[i]);
   }
 };
 
@@ -161,12 +166,11 @@ void call_into(const std::shared_ptr<const Op>& op, std::span<const Tensor> inpu
   } else {
     const Device device = out_metas.empty() ? inputs[0].device() : out_metas[0].device;
     Pool& pool = Pool::of(device);
-    PinGuard pins(pool, inputs.size());
+    PinGuard pins(inputs.size());
     Scratch<KernelArg, 8> in_args(inputs.size()), out_args(out_metas.size());
     for (std::size_t i = 0; i < inputs.size(); ++i) {
       Cell& c = kernel_cell(op->name(), i, inputs[i]);
-      pool.pin(c, op->name());
-      pins.add(&c);
+      pins.pin(c, op->name());
       in_args[i] = {&in_metas[i], c.buffer()};
     }
     SmallVector<std::shared_ptr<Cell>, 2> out_cells;
@@ -186,6 +190,15 @@ void call_into(const std::shared_ptr<const Op>& op, std::span<const Tensor> inpu
       OpProfiler::add(op->name(), seconds, op->flops(in_metas, out_metas),
                       OpProfiler::minor_faults() - faults);
 
+    // A device copy reads a cell of another pool, which this pool cannot rematerialize: its
+    // outputs stay constants of their pool, as loaded data does.
+    if (op->makes_constants()) {
+      for (std::size_t i = 0; i < out_metas.size(); ++i)
+        outputs.push_back(wrap(out_metas[i], pool.handle(out_cells[i])));
+      if (detail::checkpoint_active()) detail::on_op_outputs(outputs, false, seconds);
+      if (needs_node) record_autograd(op, inputs, in_metas, outputs);
+      return;
+    }
     auto record = std::allocate_shared<Record>(RecyclingAllocator<Record>());
     record->producer = op;
     record->id = pool.next_record_id();
@@ -280,12 +293,8 @@ void call_inplace(const std::shared_ptr<const Op>& op, std::span<const Tensor> t
   // Declared before the guard that unpins them: locals die in reverse order, so the cells the
   // guard points into must outlive the guard.
   std::vector<std::shared_ptr<Cell>> olds(nt);
-  PinGuard pins(pool, n_in);
-  for (const auto& t : others) {
-    Cell& c = cell_of(t);
-    pool.pin(c, op->name());
-    pins.add(&c);
-  }
+  PinGuard pins(n_in);
+  for (const auto& t : others) pins.pin(cell_of(t), op->name());
   // Targets pinned by begin_write, unpinned by finish_write (or here when the call fails).
   struct Unpin {
     Pool& pool;
@@ -346,8 +355,12 @@ void call_inplace(const std::shared_ptr<const Op>& op, std::span<const Tensor> t
 Tensor constant_from_bytes(const void* data, TensorMeta meta) {
   Pool& pool = Pool::of(meta.device);
   auto cell = pool.new_constant(meta.nbytes());
-  REMAT_CHECK(meta.device.is_cpu(), "constant: device {} not supported in this build", meta.device);
-  if (meta.nbytes() > 0) std::memcpy(cell->buffer(), data, meta.nbytes());
+  if (meta.nbytes() > 0) {
+    if (meta.device.is_cpu())
+      std::memcpy(cell->buffer(), data, meta.nbytes());
+    else
+      detail::cuda_memory::copy_from_host(cell->buffer(), data, meta.nbytes());
+  }
   meta.strides = contiguous_strides(meta.shape);
   meta.offset = 0;
   Tensor t = wrap(std::move(meta), pool.handle(cell));

@@ -6,6 +6,10 @@
 
 #include "ops/cpu/loops.h"
 #include "ops/cpu/vec_math.h"
+#include "ops/elementwise_math.h"
+#if REMAT_WITH_CUDA
+#include "ops/cuda/device_args.h"
+#endif
 #include "ops/factory.h"
 #include "ops/op.h"
 #include "ops/reduce.h"
@@ -31,29 +35,9 @@ TensorMeta broadcast_meta(std::string_view op, std::span<const TensorMeta> in,
 }
 
 // ---------------------------------------------------------------- binary ops
-// ReluGrad is ReLU's backward from its output, a * (b > 0), in one pass and without a mask
-// tensor (PyTorch's threshold_backward).
-// FloorDiv and Rem round toward minus infinity, so the remainder takes the divisor's sign
-// (Python's and PyTorch's floor_divide and remainder).
-enum class Binary {
-  Add,
-  Sub,
-  Mul,
-  Div,
-  Pow,
-  Max,
-  Min,
-  ReluGrad,
-  FloorDiv,
-  Rem,
-  Eq,
-  Ne,
-  Lt,
-  Le,
-  Gt,
-  Ge,
-  Count
-};
+// The kinds and their arithmetic are in ops/elementwise_math.h, shared with the CUDA kernels.
+using detail::apply_binary;
+using detail::Binary;
 constexpr std::size_t kBinaryKinds = static_cast<std::size_t>(Binary::Count);
 
 // One name per kind, checked against the enum at compile time.
@@ -66,77 +50,6 @@ constexpr std::string_view binary_name(Binary k) {
 }
 constexpr bool is_comparison(Binary k) {
   return k >= Binary::Eq;
-}
-
-template <class T>
-T floor_div_value(T a, T b) {
-  if constexpr (std::is_integral_v<T>) {
-    // b != 0: the public functions check integer divisors.  a / -1 wraps for the most negative
-    // a instead of trapping, as NumPy's.
-    if (b == T(-1)) return static_cast<T>(-static_cast<std::make_unsigned_t<T>>(a));
-    const T q = a / b;
-    return (a % b != 0 && ((a < 0) != (b < 0))) ? static_cast<T>(q - 1) : q;
-  } else {
-    if (b == T(0)) return a / b;
-    const T mod = std::fmod(a, b);
-    T q = (a - mod) / b;
-    if (mod != T(0) && ((b < T(0)) != (mod < T(0)))) q -= T(1);
-    if (q == T(0)) return std::copysign(T(0), a / b);
-    const T f = std::floor(q);
-    return q - f > T(0.5) ? f + T(1) : f;
-  }
-}
-template <class T>
-T remainder_value(T a, T b) {
-  if constexpr (std::is_integral_v<T>) {
-    if (b == T(-1)) return T(0);
-    const T r = a % b;
-    return (r != 0 && ((r < 0) != (b < 0))) ? static_cast<T>(r + b) : r;
-  } else {
-    const T r = std::fmod(a, b);
-    return (r != T(0) && ((b < T(0)) != (r < T(0)))) ? r + b : r;
-  }
-}
-
-template <class T>
-T apply_binary(Binary k, T a, T b) {
-  switch (k) {
-    case Binary::Add:
-      return a + b;
-    case Binary::Sub:
-      return a - b;
-    case Binary::Mul:
-      return a * b;
-    case Binary::Div:
-      return a / b;
-    case Binary::Pow:
-      return static_cast<T>(std::pow(a, b));
-    case Binary::Max:
-      return std::isnan(static_cast<double>(a)) || a > b ? a : b;
-    case Binary::Min:
-      return std::isnan(static_cast<double>(a)) || a < b ? a : b;
-    case Binary::ReluGrad:
-      return b > T(0) ? a : T(0);
-    case Binary::FloorDiv:
-      return floor_div_value(a, b);
-    case Binary::Rem:
-      return remainder_value(a, b);
-    case Binary::Eq:
-      return a == b;
-    case Binary::Ne:
-      return a != b;
-    case Binary::Lt:
-      return a < b;
-    case Binary::Le:
-      return a <= b;
-    case Binary::Gt:
-      return a > b;
-    case Binary::Ge:
-      return a >= b;
-    case Binary::Count:
-      break;
-  }
-  return T{};
 }
 
 Tensor binary(Binary k, const Tensor& a, const Tensor& b);
@@ -188,6 +101,14 @@ class BinaryOp final : public Op {
       // clang-format on
     });
   }
+#if REMAT_WITH_CUDA
+  void cuda(std::span<const KernelArg> in, std::span<const KernelArg> out) const override {
+    const Shape& shape = out[0].meta->shape;
+    detail::cuda_launch::binary(static_cast<int>(kind_), detail::scalar_of(in[0].meta->dtype),
+                                detail::extent_of(shape), detail::operand_of(out[0], shape),
+                                detail::operand_of(in[0], shape), detail::operand_of(in[1], shape));
+  }
+#endif
   std::vector<Tensor> backward(const BackwardContext& c) const override {
     const Tensor& g = c.grad(0);
     const Tensor *a = &c.input(0), *b = &c.input(1);  // undefined unless saved
@@ -575,6 +496,14 @@ class CastOp final : public Op {
       });
     });
   }
+#if REMAT_WITH_CUDA
+  void cuda(std::span<const KernelArg> in, std::span<const KernelArg> out) const override {
+    const Shape& shape = out[0].meta->shape;
+    detail::cuda_launch::copy(detail::scalar_of(to_), detail::scalar_of(in[0].meta->dtype),
+                              detail::extent_of(shape), detail::operand_of(out[0], shape),
+                              detail::operand_of(in[0], shape));
+  }
+#endif
   std::vector<Tensor> backward(const BackwardContext& c) const override {
     return {is_floating(from_) ? to_dtype(c.grad(0), from_) : Tensor()};
   }

@@ -5,6 +5,9 @@
 #include "core/random.h"
 #include "ops/cpu/loops.h"
 #include "ops/op.h"
+#if REMAT_WITH_CUDA
+#include "ops/cuda/device_args.h"
+#endif
 
 namespace remat {
 namespace {
@@ -32,6 +35,12 @@ class FillOp final : public Op {
       for (std::int64_t i = 0; i < n; ++i) p[i] = v;
     });
   }
+#if REMAT_WITH_CUDA
+  void cuda(std::span<const KernelArg>, std::span<const KernelArg> out) const override {
+    detail::cuda_launch::fill(detail::scalar_of(meta_.dtype), out[0].base, out[0].meta->numel(),
+                              value_);
+  }
+#endif
 
  private:
   TensorMeta meta_;
@@ -53,6 +62,12 @@ class ArangeOp final : public Op {
         p[i] = static_cast<T>(start_ + step_ * static_cast<double>(i));
     });
   }
+#if REMAT_WITH_CUDA
+  void cuda(std::span<const KernelArg>, std::span<const KernelArg> out) const override {
+    detail::cuda_launch::arange(detail::scalar_of(meta_.dtype), out[0].base, out[0].meta->numel(),
+                                start_, step_);
+  }
+#endif
 
  private:
   TensorMeta meta_;

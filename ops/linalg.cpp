@@ -4,6 +4,9 @@
 #include <optional>
 
 #include "ops/cpu/gemm.h"
+#if REMAT_WITH_CUDA
+#include "ops/cuda/device_args.h"
+#endif
 #include "ops/cpu/loops.h"
 #include "ops/op.h"
 #include "ops/reduce.h"
@@ -131,6 +134,24 @@ class MatmulOp final : public Op {
       }
     });
   }
+#if REMAT_WITH_CUDA
+  void cuda(std::span<const KernelArg> in, std::span<const KernelArg> out) const override {
+    const TensorMeta &am = *in[0].meta, &bm = *in[1].meta, &om = *out[0].meta;
+    const std::int64_t m = am.shape[am.dim() - 2], k = am.shape[am.dim() - 1],
+                       n = bm.shape[bm.dim() - 1];
+    const Shape batch = batch_of(om.shape);
+    const MatLayout la = *matrix_layout(am), lb = *matrix_layout(bm);
+    const auto aoff = batch_offsets(am, batch), boff = batch_offsets(bm, batch);
+    const auto es = static_cast<std::int64_t>(element_size(am.dtype));
+    const char* a = in[0].bytes();
+    const char* b = in[1].bytes();
+    char* c = out[0].bytes();
+    for (std::int64_t i = 0; i < shape_numel(batch); ++i)
+      detail::cuda_launch::gemm(detail::scalar_of(am.dtype), la.trans, lb.trans, m, n, k, 1.0,
+                                a + aoff[i] * es, la.ld, b + boff[i] * es, lb.ld, 0.0,
+                                c + i * m * n * es, n);
+  }
+#endif
   std::vector<Tensor> backward(const BackwardContext& c) const override;
   double flops(std::span<const TensorMeta> in, std::span<const TensorMeta> out) const override {
     const auto& a = in[0];
@@ -194,6 +215,23 @@ class LinearOp final : public Op {
       gemm<T>(lx, lwt, rows, n, k, in[0].data<T>(), in[1].data<T>(), beta, c, n);
     });
   }
+#if REMAT_WITH_CUDA
+  void cuda(std::span<const KernelArg> in, std::span<const KernelArg> out) const override {
+    const TensorMeta &xm = *in[0].meta, &wm = *in[1].meta;
+    const std::int64_t rows = xm.shape[0], k = xm.shape[1], n = wm.shape[0];
+    const MatLayout lx = *matrix_layout(xm), lw = *matrix_layout(wm);
+    const auto t = detail::scalar_of(xm.dtype);
+    double beta = 0;
+    if (in.size() == 3) {  // the bias broadcast over the rows, then C += x w^T
+      const Shape& shape = out[0].meta->shape;
+      detail::cuda_launch::copy(t, t, detail::extent_of(shape), detail::operand_of(out[0], shape),
+                                detail::operand_of(in[2], shape));
+      beta = 1;
+    }
+    detail::cuda_launch::gemm(t, lx.trans, !lw.trans, rows, n, k, 1.0, in[0].bytes(), lx.ld,
+                              in[1].bytes(), lw.ld, beta, out[0].bytes(), n);
+  }
+#endif
   std::vector<Tensor> backward(const BackwardContext& c) const override {
     const Tensor& g = c.grad(0);
     std::vector<Tensor> grads(c.input_metas.size());

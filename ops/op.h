@@ -44,6 +44,9 @@ class Op : public Producer, public BackwardFunction {
   // A view op's outputs (one, or several as unbind's) alias input 0's cell through the metadata
   // infer returns; no kernel runs and nothing is allocated.
   virtual bool is_view() const { return false; }
+  // True when the outputs are not to be recomputed by the cache but kept as constants (device
+  // copies: their input lives in another device's pool).
+  virtual bool makes_constants() const { return false; }
   // Deterministic cost in floating-point operations, for cost models and benchmarks.
   virtual double flops(std::span<const TensorMeta> inputs,
                        std::span<const TensorMeta> outputs) const;

@@ -9,6 +9,9 @@
 #include "ops/factory.h"
 #include "ops/index.h"
 #include "ops/op.h"
+#if REMAT_WITH_CUDA
+#include "ops/cuda/device_args.h"
+#endif
 #include "ops/view.h"
 
 namespace remat {
@@ -152,6 +155,20 @@ class SumOp final : public Op {
       });
     });
   }
+#if REMAT_WITH_CUDA
+  void cuda(std::span<const KernelArg> in, std::span<const KernelArg> out) const override {
+    const ReduceGeometry g(*in[0].meta, dims_);
+    auto operand = [&](const Shape& strides) {
+      detail::cuda_launch::Operand o;
+      o.data = in[0].bytes();
+      for (std::size_t d = 0; d < strides.size(); ++d) o.strides[d] = strides[d];
+      return o;
+    };
+    detail::cuda_launch::sum(detail::scalar_of(in[0].meta->dtype), detail::extent_of(g.kept_shape),
+                             operand(g.kept_in_strides), detail::extent_of(g.red_shape),
+                             operand(g.red_strides), out[0].bytes());
+  }
+#endif
   std::vector<Tensor> backward(const BackwardContext& c) const override {
     const Shape& in_shape = c.input_meta(0).shape;
     return {expand(reshape(c.grad(0), reduced_shape(in_shape, dims_, true)), in_shape)};

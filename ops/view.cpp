@@ -7,6 +7,9 @@
 #include "ops/cpu/loops.h"
 #include "ops/factory.h"
 #include "ops/op.h"
+#if REMAT_WITH_CUDA
+#include "ops/cuda/device_args.h"
+#endif
 #include "ops/reduce.h"
 
 namespace remat {
@@ -222,7 +225,17 @@ class CloneOp final : public Op {
       detail::map_kernel<T, T>(out[0], {in[0]}, [](T x) { return x; });
     });
   }
-  std::vector<Tensor> backward(const BackwardContext& c) const override { return {c.grad(0)}; }
+#if REMAT_WITH_CUDA
+  void cuda(std::span<const KernelArg> in, std::span<const KernelArg> out) const override {
+    const Shape& shape = out[0].meta->shape;
+    const auto t = detail::scalar_of(in[0].meta->dtype);
+    detail::cuda_launch::copy(t, t, detail::extent_of(shape), detail::operand_of(out[0], shape),
+                              detail::operand_of(in[0], shape));
+  }
+#endif
+  std::vector<Tensor> backward(const BackwardContext& c) const override {
+    return {c.grad(0)};
+  }
 };
 
 }  // namespace

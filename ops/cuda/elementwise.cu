@@ -1,0 +1,214 @@
+// Element-wise CUDA kernels: one thread per output element, the element's offset in every
+// operand computed from its index over the extent (broadcasting through zero strides), so one
+// kernel serves every layout.  Grid-stride loops; 256 threads a block.
+#include <cuda_runtime.h>
+
+#include <cstdio>
+#include <stdexcept>
+#include <string>
+
+#include "ops/cuda/launch.h"
+#include "ops/elementwise_math.h"
+
+namespace remat::detail::cuda_launch {
+namespace {
+
+constexpr int kThreads = 256;
+
+void check_launch(const char* what) {
+  const cudaError_t err = cudaGetLastError();
+  if (err != cudaSuccess)
+    throw std::runtime_error(std::string("CUDA kernel ") + what + ": " + cudaGetErrorString(err));
+}
+
+int blocks_for(std::int64_t n) {
+  const std::int64_t b = (n + kThreads - 1) / kThreads;
+  return static_cast<int>(b < 65535 * 32 ? (b > 0 ? b : 1) : 65535 * 32);
+}
+
+// Offsets of element `i` of the extent in up to three operands.
+struct Index {
+  int ndim;
+  std::int64_t sizes[kMaxDims];
+  __device__ void offsets(std::int64_t i, const std::int64_t* const* strides, int count,
+                          std::int64_t* off) const {
+    for (int k = 0; k < count; ++k) off[k] = 0;
+    for (int d = ndim - 1; d >= 0; --d) {
+      const std::int64_t idx = i % sizes[d];
+      i /= sizes[d];
+      for (int k = 0; k < count; ++k) off[k] += idx * strides[k][d];
+    }
+  }
+};
+
+Index index_of(const Extent& e) {
+  Index ix{e.ndim, {}};
+  for (int d = 0; d < e.ndim; ++d) ix.sizes[d] = e.sizes[d];
+  return ix;
+}
+
+struct Strides {
+  std::int64_t s[kMaxDims];
+};
+Strides strides_of(const Operand& o) {
+  Strides s{};
+  for (int d = 0; d < kMaxDims; ++d) s.s[d] = o.strides[d];
+  return s;
+}
+
+template <class T>
+__global__ void fill_kernel(T* out, std::int64_t n, T v) {
+  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<std::int64_t>(blockDim.x) * gridDim.x)
+    out[i] = v;
+}
+
+template <class T>
+__global__ void arange_kernel(T* out, std::int64_t n, double start, double step) {
+  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<std::int64_t>(blockDim.x) * gridDim.x)
+    out[i] = static_cast<T>(start + step * static_cast<double>(i));
+}
+
+template <class To, class From>
+__global__ void copy_kernel(Index ix, std::int64_t n, To* out, Strides so, const From* in,
+                            Strides si) {
+  const std::int64_t* strides[2] = {so.s, si.s};
+  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<std::int64_t>(blockDim.x) * gridDim.x) {
+    std::int64_t off[2];
+    ix.offsets(i, strides, 2, off);
+    out[off[0]] = static_cast<To>(in[off[1]]);
+  }
+}
+
+template <class T, Binary K>
+__global__ void binary_kernel(Index ix, std::int64_t n, T* out, Strides so, const T* a, Strides sa,
+                              const T* b, Strides sb) {
+  const std::int64_t* strides[3] = {so.s, sa.s, sb.s};
+  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<std::int64_t>(blockDim.x) * gridDim.x) {
+    std::int64_t off[3];
+    ix.offsets(i, strides, 3, off);
+    out[off[0]] = apply_binary<T>(K, a[off[1]], b[off[2]]);
+  }
+}
+
+template <class T>
+struct Accumulator {
+  using type = double;
+};
+template <>
+struct Accumulator<std::int64_t> {
+  using type = std::int64_t;
+};
+
+template <class T>
+__global__ void sum_kernel(Index kept, std::int64_t outputs, Strides ks, Index red,
+                           std::int64_t reduced, Strides rs, const T* in, T* out) {
+  const std::int64_t* kstrides[1] = {ks.s};
+  const std::int64_t* rstrides[1] = {rs.s};
+  for (std::int64_t o = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
+       o < outputs; o += static_cast<std::int64_t>(blockDim.x) * gridDim.x) {
+    std::int64_t base;
+    kept.offsets(o, kstrides, 1, &base);
+    typename Accumulator<T>::type acc = 0;
+    for (std::int64_t r = 0; r < reduced; ++r) {
+      std::int64_t off;
+      red.offsets(r, rstrides, 1, &off);
+      acc += in[base + off];
+    }
+    out[o] = static_cast<T>(acc);
+  }
+}
+
+template <class F>
+void visit(Scalar t, F&& f) {
+  switch (t) {
+    case Scalar::Float32:
+      f(float{});
+      return;
+    case Scalar::Float64:
+      f(double{});
+      return;
+    case Scalar::Int64:
+      f(std::int64_t{});
+      return;
+  }
+}
+
+template <class T, std::size_t... K>
+void launch_binary(int kind, const Index& ix, std::int64_t n, const Operand& out, const Operand& a,
+                   const Operand& b, std::index_sequence<K...>) {
+  // One instantiation per kind, chosen on the host: the device loop has no switch.
+  (void)((kind == static_cast<int>(K)
+              ? (binary_kernel<T, static_cast<Binary>(K)>
+                 <<<blocks_for(n), kThreads>>>(ix, n, static_cast<T*>(out.data), strides_of(out),
+                                               static_cast<const T*>(a.data), strides_of(a),
+                                               static_cast<const T*>(b.data), strides_of(b)),
+                 true)
+              : false) ||
+         ...);
+}
+
+}  // namespace
+
+void fill(Scalar t, void* out, std::int64_t n, double value) {
+  if (n == 0) return;
+  visit(t, [&](auto z) {
+    using T = decltype(z);
+    fill_kernel<T><<<blocks_for(n), kThreads>>>(static_cast<T*>(out), n, static_cast<T>(value));
+  });
+  check_launch("fill");
+}
+
+void arange(Scalar t, void* out, std::int64_t n, double start, double step) {
+  if (n == 0) return;
+  visit(t, [&](auto z) {
+    using T = decltype(z);
+    arange_kernel<T><<<blocks_for(n), kThreads>>>(static_cast<T*>(out), n, start, step);
+  });
+  check_launch("arange");
+}
+
+void copy(Scalar out_t, Scalar in_t, const Extent& e, const Operand& out, const Operand& in) {
+  const std::int64_t n = e.numel();
+  if (n == 0) return;
+  visit(out_t, [&](auto zo) {
+    using To = decltype(zo);
+    visit(in_t, [&](auto zi) {
+      using From = decltype(zi);
+      copy_kernel<To, From>
+          <<<blocks_for(n), kThreads>>>(index_of(e), n, static_cast<To*>(out.data), strides_of(out),
+                                        static_cast<const From*>(in.data), strides_of(in));
+    });
+  });
+  check_launch("copy");
+}
+
+void binary(int kind, Scalar t, const Extent& e, const Operand& out, const Operand& a,
+            const Operand& b) {
+  const std::int64_t n = e.numel();
+  if (n == 0) return;
+  visit(t, [&](auto z) {
+    using T = decltype(z);
+    launch_binary<T>(kind, index_of(e), n, out, a, b,
+                     std::make_index_sequence<static_cast<std::size_t>(Binary::Count)>{});
+  });
+  check_launch("binary");
+}
+
+void sum(Scalar t, const Extent& kept_extent, const Operand& kept, const Extent& reduced_extent,
+         const Operand& reduced, void* out) {
+  const std::int64_t outputs = kept_extent.numel(), n = reduced_extent.numel();
+  if (outputs == 0) return;
+  visit(t, [&](auto z) {
+    using T = decltype(z);
+    sum_kernel<T><<<blocks_for(outputs), kThreads>>>(
+        index_of(kept_extent), outputs, strides_of(kept), index_of(reduced_extent), n,
+        strides_of(reduced), static_cast<const T*>(kept.data), static_cast<T*>(out));
+  });
+  check_launch("sum");
+}
+
+}  // namespace remat::detail::cuda_launch

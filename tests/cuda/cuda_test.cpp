@@ -1,0 +1,204 @@
+// The CUDA backend against the CPU, one harness for every op with a CUDA kernel (as ggml's
+// test-backend-ops): the same inputs on both devices, outputs and gradients compared, and every
+// CUDA op run twice from different buffers must give the same bits (replay after eviction relies
+// on it).  Without a GPU every test skips, saying why.
+#include "core/cuda.h"
+
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "remat.h"
+#include "support/test_util.h"
+
+namespace remat {
+namespace {
+
+using testing::all_close;
+using testing::bit_equal;
+
+#define REMAT_SKIP_WITHOUT_GPU() \
+  if (!cuda::available()) GTEST_SKIP() << cuda::unavailable_reason()
+
+struct OpCase {
+  std::string name;
+  std::vector<Shape> inputs;
+  std::function<Tensor(const std::vector<Tensor>&)> fn;
+  bool differentiable = true;
+};
+
+// Broadcasting, strided (transposed) and plain operands of every kind with a CUDA kernel.
+std::vector<OpCase> op_cases() {
+  using V = const std::vector<Tensor>&;
+  return {
+      {"add", {{4, 5}, {5}}, [](V x) { return add(x[0], x[1]); }},
+      {"sub", {{4, 5}, {4, 1}}, [](V x) { return sub(x[0], x[1]); }},
+      {"mul", {{3, 4, 5}, {1, 4, 1}}, [](V x) { return mul(x[0], x[1]); }},
+      {"div", {{4, 5}, {4, 5}}, [](V x) { return div(x[0], add(mul(x[1], x[1]), 1.0)); }},
+      {"maximum", {{4, 5}, {4, 5}}, [](V x) { return maximum(x[0], x[1]); }},
+      {"minimum", {{4, 5}, {5}}, [](V x) { return minimum(x[0], x[1]); }},
+      {"transposed", {{5, 4}, {4, 5}}, [](V x) { return add(transpose(x[0], 0, 1), x[1]); }},
+      {"contiguous",
+       {{3, 4, 5}},
+       [](V x) {
+         return contiguous(permute(x[0], {2, 0, 1}));
+       }},
+      {"to_dtype",
+       {{4, 5}},
+       [](V x) { return to_dtype(to_dtype(x[0], DType::Float64), DType::Float32); }},
+      {"comparison",
+       {{4, 5}, {4, 5}},
+       [](V x) { return to_dtype(gt(x[0], x[1]), DType::Float32); },
+       false},
+      {"matmul", {{3, 4, 6}, {6, 5}}, [](V x) { return matmul(x[0], x[1]); }},
+      {"matmul_batched",
+       {{2, 3, 4}, {2, 4, 5}},
+       [](V x) { return matmul(x[0], transpose(transpose(x[1], 1, 2), 1, 2)); }},
+      {"matmul_transposed",
+       {{4, 3}, {5, 4}},
+       [](V x) { return matmul(transpose(x[0], 0, 1), transpose(x[1], 0, 1)); }},
+      {"linear", {{6, 4}, {3, 4}, {3}}, [](V x) { return linear(x[0], x[1], x[2]); }},
+      {"sum",
+       {{3, 4, 5}},
+       [](V x) {
+         return sum(x[0], {0, 2});
+       }},
+      {"sum_strided", {{4, 5}}, [](V x) { return sum(transpose(x[0], 0, 1), {1}, true); }},
+  };
+}
+
+// Inputs drawn on the CPU, copied to the GPU, so both devices see the same values.
+std::vector<Tensor> inputs_for(const OpCase& c, Device device, bool grad) {
+  std::vector<Tensor> out;
+  std::uint64_t seed = 1;
+  for (const Shape& s : c.inputs) {
+    Tensor t = to(randn(s, {.seed = seed++}), device);
+    if (grad) t = Tensor(detach(t)).set_requires_grad(true);
+    out.push_back(t);
+  }
+  return out;
+}
+
+TEST(CudaOps, EveryKernelMatchesTheCpu) {
+  REMAT_SKIP_WITHOUT_GPU();
+  for (const OpCase& c : op_cases()) {
+    SCOPED_TRACE(c.name);
+    const auto cpu_in = inputs_for(c, Device::cpu(), c.differentiable);
+    const auto gpu_in = inputs_for(c, Device::cuda(), c.differentiable);
+    const Tensor cpu_out = c.fn(cpu_in), gpu_out = c.fn(gpu_in);
+    EXPECT_EQ(gpu_out.device(), Device::cuda());
+    EXPECT_TRUE(all_close(to(gpu_out, Device::cpu()), cpu_out, 1e-5, 1e-5));
+    if (!c.differentiable) continue;
+    const auto g_cpu = grad({sum(mul(cpu_out, cpu_out))}, cpu_in);
+    const auto g_gpu = grad({sum(mul(gpu_out, gpu_out))}, gpu_in);
+    for (std::size_t i = 0; i < g_cpu.size(); ++i) {
+      EXPECT_EQ(g_gpu[i].device(), Device::cuda()) << "input " << i;
+      EXPECT_TRUE(all_close(to(g_gpu[i], Device::cpu()), g_cpu[i], 1e-4, 1e-5)) << "input " << i;
+    }
+  }
+}
+
+TEST(CudaOps, ReplaysGiveTheSameBits) {
+  REMAT_SKIP_WITHOUT_GPU();
+  for (const OpCase& c : op_cases()) {
+    SCOPED_TRACE(c.name);
+    const auto in = inputs_for(c, Device::cuda(), false);
+    const Tensor first = c.fn(in);
+    // Other buffers: a copy of each input made after the first run's allocations.
+    std::vector<Tensor> again;
+    for (const Tensor& t : in) again.push_back(clone(t));
+    EXPECT_TRUE(bit_equal(to(c.fn(again), Device::cpu()), to(first, Device::cpu())));
+  }
+}
+
+TEST(CudaDevice, CopiesElementReadsAndFactories) {
+  REMAT_SKIP_WITHOUT_GPU();
+  const Tensor x = arange(0, 12, 1, {.device = Device::cuda()});
+  EXPECT_EQ(x.device(), Device::cuda());
+  EXPECT_EQ(x.to_vector<float>(), to(x, Device::cpu()).to_vector<float>());
+  EXPECT_EQ(reshape(x, {3, 4}).at<float>({2, 1}), 9.f);
+  EXPECT_EQ(sum(to(x, Device::cpu())).item<float>(), 66.f);
+  EXPECT_EQ(full({2, 2}, 3.5, {.device = Device::cuda()}).to_vector<float>(),
+            std::vector<float>(4, 3.5f));
+  const Tensor t = to(tensor<double>({1.5, -2.0}), Device::cuda());
+  EXPECT_EQ(to(t, Device::cpu()).to_vector<double>(), (std::vector<double>{1.5, -2.0}));
+  // The gradient of a copy flows back to the input's device.
+  const Tensor leaf = Tensor(randn({3})).set_requires_grad(true);
+  const auto g = grad({sum(mul(to(leaf, Device::cuda()), 2.0))}, {leaf});
+  EXPECT_EQ(g[0].device(), Device::cpu());
+  EXPECT_EQ(g[0].to_vector<float>(), std::vector<float>(3, 2.f));
+  EXPECT_TRUE(testing::throws_with([&] { x.set<float>({0}, 1.f); }, {"CPU tensor", "cuda:0"}));
+}
+
+// The device pool runs on the segment allocator: whole segments are held (and counted), a
+// request the device cannot serve is an OutOfBudget, and the pool carries on after it.
+TEST(CudaMemory, SegmentsAndOutOfMemory) {
+  REMAT_SKIP_WITHOUT_GPU();
+  Pool& pool = Pool::of(Device::cuda());
+  const Tensor a = zeros({1000}, {.device = Device::cuda()});
+  const DtrStats s = pool.stats();
+  EXPECT_GE(s.held_bytes, std::size_t{2} << 20);
+  EXPECT_EQ(s.held_bytes - s.fragmentation_bytes, pool.resident_bytes());
+  // 4 TiB: more than any device has.
+  EXPECT_THROW(zeros({std::int64_t{1} << 40}, {.device = Device::cuda()}), OutOfBudget);
+  EXPECT_EQ(add(a, 1.0).to_vector<float>(), std::vector<float>(1000, 1.f));
+}
+
+// A few steps of a two-layer perceptron on the GPU, with plain SGD written in ops: every loss
+// and the final weights have the same bits under half the unbudgeted peak as without a budget.
+std::vector<float> train_mlp_on_gpu(std::optional<double> fraction, std::size_t* peak) {
+  Pool& pool = Pool::of(Device::cuda());
+  DtrConfig cfg;
+  cfg.cost = CostModel::Flops;
+  if (fraction) cfg.budget = static_cast<std::size_t>(*fraction * static_cast<double>(*peak));
+  pool.configure(cfg);
+  pool.reset_stats();
+  const Device gpu = Device::cuda();
+  Tensor w1 = to(mul(randn({64, 32}, {.seed = 1}), 0.1), gpu);
+  Tensor w2 = to(mul(randn({8, 64}, {.seed = 2}), 0.1), gpu);
+  std::vector<float> out;
+  for (int step = 0; step < 4; ++step) {
+    w1.set_requires_grad(true), w2.set_requires_grad(true);
+    const Tensor x = to(randn({256, 32}, {.seed = 10u + step}), gpu);
+    const Tensor y = to(randn({256, 8}, {.seed = 20u + step}), gpu);
+    Tensor h = linear(x, w1);
+    for (int layer = 0; layer < 6; ++layer) h = maximum(add(h, mul(h, 0.5)), mul(h, 0.01));
+    const Tensor d = sub(linear(h, w2), y);
+    const Tensor loss = sum(mul(d, d));
+    const auto g = grad({loss}, {w1, w2});
+    out.push_back(loss.item<float>());
+    w1 = detach(sub(w1, mul(g[0], 1e-4)));
+    w2 = detach(sub(w2, mul(g[1], 1e-4)));
+  }
+  for (float v : w2.to_vector<float>()) out.push_back(v);
+  if (!fraction) *peak = pool.stats().peak_resident_bytes;
+  pool.configure(DtrConfig{});
+  return out;
+}
+
+TEST(CudaMemory, BudgetedTrainingIsBitIdentical) {
+  REMAT_SKIP_WITHOUT_GPU();
+  std::size_t peak = 0;
+  const auto plain = train_mlp_on_gpu(std::nullopt, &peak);
+  ASSERT_GT(peak, 0u);
+  const auto budgeted = train_mlp_on_gpu(0.5, &peak);
+  EXPECT_GT(Pool::of(Device::cuda()).total_stats().evictions, 0u);
+  ASSERT_EQ(plain.size(), budgeted.size());
+  for (std::size_t i = 0; i < plain.size(); ++i)
+    EXPECT_EQ(std::bit_cast<std::uint32_t>(plain[i]), std::bit_cast<std::uint32_t>(budgeted[i]))
+        << "value " << i;
+}
+
+// Without a GPU the backend says so, and asking for one is an error naming what is missing.
+TEST(CudaDevice, NoGpuIsAClearError) {
+  if (cuda::available()) GTEST_SKIP() << "a GPU is present";
+  EXPECT_FALSE(cuda::unavailable_reason().empty());
+  EXPECT_TRUE(testing::throws_with([] { to(zeros({2}), Device::cuda()); }, {"no CUDA device"}));
+}
+
+}  // namespace
+}  // namespace remat
