@@ -5,6 +5,7 @@
 #include <memory>
 
 #include "core/allocator.h"
+#include "core/segment_allocator.h"
 #include "dtr/pool.h"
 
 namespace remat::sim {
@@ -27,7 +28,8 @@ struct Account {
 // An op of the recorded run: rematerializing it runs nothing and costs what the input says.
 class SimProducer final : public Producer {
  public:
-  SimProducer(const Event& event, double cost, Account& account) : event_(event), cost_(cost), account_(account) {}
+  SimProducer(const Event& event, double cost, Account& account)
+      : event_(event), cost_(cost), account_(account) {}
   std::string_view name() const override { return event_.op; }
   void execute(std::span<const KernelArg>, std::span<const KernelArg>) const override {
     account_.recompute += cost_;
@@ -43,7 +45,8 @@ class SimProducer final : public Producer {
 // What a dead output's scratch buffer must hold when its record replays (Pool::replay sizes it
 // from the output meta): the cell's bytes, rounded up to whole float32 elements.
 TensorMeta meta_of(std::size_t bytes) {
-  return TensorMeta::contiguous({static_cast<std::int64_t>((bytes + 3) / 4)}, DType::Float32, Device::cpu());
+  return TensorMeta::contiguous({static_cast<std::int64_t>((bytes + 3) / 4)}, DType::Float32,
+                                Device::cpu());
 }
 
 class Replayer {
@@ -51,12 +54,15 @@ class Replayer {
   Replayer(const Program& program, const ReplayOptions& options)
       : program_(program),
         options_(options),
-        allocator_(make_accounting_cpu_allocator()),
+        allocator_(options.segments ? make_segment_allocator(std::make_unique<HostSegmentSource>(
+                                          std::numeric_limits<std::size_t>::max(), false))
+                                    : make_accounting_cpu_allocator()),
         pool_(std::make_unique<Pool>(Device::cpu(), allocator_.get())),
         slot_of_(program.tensors.size()),
         tensor_refs_(program.tensors.size(), 0),
         slots_(program.tensors.size()) {
-    for (std::size_t t = 0; t < program.tensors.size(); ++t) slot_of_[t] = static_cast<std::uint32_t>(t);
+    for (std::size_t t = 0; t < program.tensors.size(); ++t)
+      slot_of_[t] = static_cast<std::uint32_t>(t);
     DtrConfig cfg;
     cfg.budget = options.budget;
     cfg.heuristic = options.heuristic;
@@ -76,10 +82,17 @@ class Replayer {
 
   ReplayResult run() {
     ReplayResult result;
+    std::size_t resident_peak = 0;
     try {
       for (const Event& e : program_.events) {
         event_ = &e;
         step(e);
+        // Held minus resident when the resident bytes reach their peak: what the budget lost to
+        // the segments' fragmentation where memory is tightest.
+        if (options_.segments && pool_->resident_bytes() >= resident_peak) {
+          resident_peak = pool_->resident_bytes();
+          result.fragmentation_at_peak_bytes = allocator_->cached_bytes();
+        }
       }
       event_ = nullptr;
       if (program_.origin == Origin::PrototypeLog) keep_outputs();
@@ -89,8 +102,10 @@ class Replayer {
       result.status = ReplayStatus::Infeasible;
       result.message = e.what();
     } catch (const Error& e) {
-      if (!event_) REMAT_THROW("{}: making the outputs resident at the end: {}", program_.source, e.what());
-      REMAT_THROW("{}:{}: replaying {}: {}", program_.source, event_->line, describe(*event_), e.what());
+      if (!event_)
+        REMAT_THROW("{}: making the outputs resident at the end: {}", program_.source, e.what());
+      REMAT_THROW("{}:{}: replaying {}: {}", program_.source, event_->line, describe(*event_),
+                  e.what());
     }
     const DtrStats s = pool_->total_stats();
     result.compute = account_.compute;
@@ -101,6 +116,7 @@ class Replayer {
     result.evictions = s.evictions;
     result.rematerializations = s.rematerializations;
     result.metadata_accesses = s.metadata_accesses;
+    result.fragmentation_evictions = s.fragmentation_evictions;
     return result;
   }
 
@@ -113,16 +129,26 @@ class Replayer {
 
   std::string describe(const Event& e) const {
     switch (e.kind) {
-      case EventKind::Call: return "CALL " + e.op;
-      case EventKind::Mutate: return "MUTATE " + e.op;
-      case EventKind::Constant: return "CONSTANT";
-      case EventKind::Release: return "RELEASE";
-      case EventKind::Copy: return "COPY";
-      case EventKind::CopyFrom: return "COPY_FROM";
-      case EventKind::Pin: return "PIN";
-      case EventKind::Access: return "ACCESS";
-      case EventKind::Write: return "WRITE";
-      case EventKind::Annotate: return "ANNOTATE";
+      case EventKind::Call:
+        return "CALL " + e.op;
+      case EventKind::Mutate:
+        return "MUTATE " + e.op;
+      case EventKind::Constant:
+        return "CONSTANT";
+      case EventKind::Release:
+        return "RELEASE";
+      case EventKind::Copy:
+        return "COPY";
+      case EventKind::CopyFrom:
+        return "COPY_FROM";
+      case EventKind::Pin:
+        return "PIN";
+      case EventKind::Access:
+        return "ACCESS";
+      case EventKind::Write:
+        return "WRITE";
+      case EventKind::Annotate:
+        return "ANNOTATE";
     }
     return "the line";
   }
@@ -130,12 +156,14 @@ class Replayer {
   // The cell a live tensor names.  The parser guarantees liveness; programs built in code are
   // checked here rather than trusted.
   void check_id(std::uint32_t tensor) const {
-    REMAT_CHECK(tensor < slot_of_.size(), "tensor id {} out of range ({} tensors)", tensor, slot_of_.size());
+    REMAT_CHECK(tensor < slot_of_.size(), "tensor id {} out of range ({} tensors)", tensor,
+                slot_of_.size());
   }
   Cell& cell(std::uint32_t tensor) {
     check_id(tensor);
     const auto& handle = slots_[slot_of_[tensor]].handle;
-    REMAT_CHECK(handle, "tensor {} is used while nothing references it", program_.tensors[tensor].name);
+    REMAT_CHECK(handle, "tensor {} is used while nothing references it",
+                program_.tensors[tensor].name);
     return static_cast<Cell&>(*handle);
   }
 
@@ -146,29 +174,45 @@ class Replayer {
         bind(e.tensor, pool_->handle(c));
         break;
       }
-      case EventKind::Call: call(e, e.results, e.aliases); break;
-      case EventKind::Mutate:
-        if (program_.origin == Origin::Trace) write_in_place(e);
-        else mutate_as_new(e);
+      case EventKind::Call:
+        call(e, e.results, e.aliases);
         break;
-      case EventKind::Release: release(e.tensor); break;
-      case EventKind::Copy: acquire(e.source); break;
+      case EventKind::Mutate:
+        if (program_.origin == Origin::Trace)
+          write_in_place(e);
+        else
+          mutate_as_new(e);
+        break;
+      case EventKind::Release:
+        release(e.tensor);
+        break;
+      case EventKind::Copy:
+        acquire(e.source);
+        break;
       case EventKind::CopyFrom:
         acquire(e.source);  // first, so a storage both share never looks dead in between
         release(e.tensor);
         break;
-      case EventKind::Pin: cell(e.tensor).freeze(); break;
-      case EventKind::Access: cell(e.tensor).resident_data(); break;
-      case EventKind::Write: cell(e.tensor).mark_mutated(); break;
-      case EventKind::Annotate: break;
+      case EventKind::Pin:
+        cell(e.tensor).freeze();
+        break;
+      case EventKind::Access:
+        cell(e.tensor).resident_data();
+        break;
+      case EventKind::Write:
+        cell(e.tensor).mark_mutated();
+        break;
+      case EventKind::Annotate:
+        break;
     }
   }
 
   // The dispatch path of an op call (ops/dispatch.cpp): pin the inputs in order, allocate each
   // output, record the call, hand out the outputs' handles, unpin.
-  void call(const Event& e, const std::vector<std::uint32_t>& results, const std::vector<std::int32_t>& aliases) {
-    REMAT_CHECK(aliases.empty() || aliases.size() == results.size(), "{} results but {} ALIAS entries",
-                results.size(), aliases.size());
+  void call(const Event& e, const std::vector<std::uint32_t>& results,
+            const std::vector<std::int32_t>& aliases) {
+    REMAT_CHECK(aliases.empty() || aliases.size() == results.size(),
+                "{} results but {} ALIAS entries", results.size(), aliases.size());
     for (std::size_t i = 0; i < results.size(); ++i) {
       check_id(results[i]);
       REMAT_CHECK(aliases.empty() || aliases[i] < static_cast<std::int32_t>(e.args.size()),
@@ -184,7 +228,8 @@ class Replayer {
     std::vector<std::shared_ptr<Cell>> outs;
     outs.reserve(results.size());
     for (std::size_t i = 0; i < results.size(); ++i)
-      if (aliases.empty() || aliases[i] < 0) outs.push_back(pool_->new_output(program_.tensors[results[i]].bytes, e.op));
+      if (aliases.empty() || aliases[i] < 0)
+        outs.push_back(pool_->new_output(program_.tensors[results[i]].bytes, e.op));
     const double cost = event_cost(e, options_.cost);
     auto record = std::make_shared<Record>();
     record->producer = std::make_shared<SimProducer>(e, cost, account_);
@@ -193,7 +238,8 @@ class Replayer {
     // The time cost the heuristics score is the recorded one, never what the pool's kernel-time
     // table would make of the replay's empty kernels (it only fills a time_cost of 0; a zero
     // cost is kept as the smallest positive double).
-    record->time_cost = std::max(e.time_cost > 0 ? e.time_cost : e.seconds, std::numeric_limits<double>::denorm_min());
+    record->time_cost = std::max(e.time_cost > 0 ? e.time_cost : e.seconds,
+                                 std::numeric_limits<double>::denorm_min());
     record->flops = e.flops;
     record->bytes = e.bytes;
     record->inputs.reserve(pinned.size());
@@ -269,7 +315,8 @@ class Replayer {
   void release(std::uint32_t tensor) {
     check_id(tensor);
     Slot& s = slots_[slot_of_[tensor]];
-    REMAT_CHECK(s.refs > 0, "tensor {} is released more often than it is referenced", program_.tensors[tensor].name);
+    REMAT_CHECK(s.refs > 0, "tensor {} is released more often than it is referenced",
+                program_.tensors[tensor].name);
     --tensor_refs_[tensor];
     if (--s.refs == 0) s.handle.reset();
   }
@@ -301,9 +348,12 @@ class Replayer {
 
 std::string_view status_name(ReplayStatus s) {
   switch (s) {
-    case ReplayStatus::Ok: return "ok";
-    case ReplayStatus::Thrash: return "thrash";
-    case ReplayStatus::Infeasible: return "infeasible";
+    case ReplayStatus::Ok:
+      return "ok";
+    case ReplayStatus::Thrash:
+      return "thrash";
+    case ReplayStatus::Infeasible:
+      return "infeasible";
   }
   return "?";
 }

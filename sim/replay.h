@@ -22,6 +22,10 @@ struct ReplayOptions {
   std::size_t sample = 0;  // DtrConfig::sample
   // The run stops as thrashing once its compute (original plus recomputation) exceeds this.
   std::optional<double> compute_limit;
+  // Model a GPU's caching allocator: memory comes in segments split into blocks
+  // (core/segment_allocator.h), and the budget counts what the segments hold, fragmentation
+  // included.  Otherwise the CPU's exact-size cache.
+  bool segments = false;
 };
 
 enum class ReplayStatus : std::uint8_t { Ok, Thrash, Infeasible };
@@ -29,11 +33,14 @@ std::string_view status_name(ReplayStatus s);  // ok, thrash, infeasible
 
 struct ReplayResult {
   ReplayStatus status = ReplayStatus::Ok;
-  double compute = 0;    // original plus recomputation, in units of the cost model
-  double recompute = 0;  // the recomputation part
+  double compute = 0;          // original plus recomputation, in units of the cost model
+  double recompute = 0;        // the recomputation part
   std::size_t peak_bytes = 0;  // resident bytes
-  std::uint64_t calls = 0, executions = 0, evictions = 0, rematerializations = 0, metadata_accesses = 0;
-  std::string message;  // why an infeasible run stopped
+  std::uint64_t calls = 0, executions = 0, evictions = 0, rematerializations = 0,
+                metadata_accesses = 0;
+  std::uint64_t fragmentation_evictions = 0;    // victims chosen to join free blocks
+  std::size_t fragmentation_at_peak_bytes = 0;  // held minus resident when resident peaks
+  std::string message;                          // why an infeasible run stopped
 };
 
 // Throws remat::Error naming the input and line when an event cannot be replayed (not for

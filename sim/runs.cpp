@@ -12,28 +12,33 @@ ReplayOptions replay_options(const RunOptions& o) {
   r.cost = o.cost;
   r.seed = o.seed;
   r.sample = o.sample;
+  r.segments = o.segments;
   return r;
 }
 
 }  // namespace
 
 Baseline baseline(const Program& program, const RunOptions& o) {
-  REMAT_CHECK(o.cost == CostModel::Time || o.cost == CostModel::Unit || total_cost(program, o.cost) > 0,
-              "{}: the {} cost model needs {} fields, which this input does not have", program.source,
-              cost_model_name(o.cost), o.cost == CostModel::Flops ? "FLOPS" : "BYTES");
+  REMAT_CHECK(
+      o.cost == CostModel::Time || o.cost == CostModel::Unit || total_cost(program, o.cost) > 0,
+      "{}: the {} cost model needs {} fields, which this input does not have", program.source,
+      cost_model_name(o.cost), o.cost == CostModel::Flops ? "FLOPS" : "BYTES");
   const ReplayResult res = replay(program, replay_options(o));
-  REMAT_CHECK(res.status == ReplayStatus::Ok, "{}: the unbudgeted replay did not finish", program.source);
-  REMAT_CHECK(res.compute > 0, "{}: the program computes nothing under the {} cost model", program.source,
-              cost_model_name(o.cost));
+  REMAT_CHECK(res.status == ReplayStatus::Ok, "{}: the unbudgeted replay did not finish",
+              program.source);
+  REMAT_CHECK(res.compute > 0, "{}: the program computes nothing under the {} cost model",
+              program.source, cost_model_name(o.cost));
   return {res.compute, res.peak_bytes};
 }
 
-RunRow run(const Program& program, const Baseline& base, const RunOptions& o, const BudgetSpec& budget) {
+RunRow run(const Program& program, const Baseline& base, const RunOptions& o,
+           const BudgetSpec& budget) {
   RunRow row;
   row.budget_bytes = budget.resolve(base.peak_bytes);
   if (row.budget_bytes && base.peak_bytes > 0)
     row.budget_fraction = budget.fraction ? *budget.fraction
-                                          : static_cast<double>(*row.budget_bytes) / static_cast<double>(base.peak_bytes);
+                                          : static_cast<double>(*row.budget_bytes) /
+                                                static_cast<double>(base.peak_bytes);
   ReplayOptions r = replay_options(o);
   r.budget = row.budget_bytes;
   if (o.thrash_limit > 0) r.compute_limit = o.thrash_limit * base.compute;

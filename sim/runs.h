@@ -1,6 +1,7 @@
 // One simulator run as dtr_sim reports it: a replay under a heuristic, policy and budget, set
 // against the program's baseline (its unbudgeted replay under the same policy and cost model),
-// with the thrash limit applied.  Usage: auto base = baseline(p, opts); auto row = run(p, base, opts, b);
+// with the thrash limit applied.  Usage: auto base = baseline(p, opts); auto row = run(p, base,
+// opts, b);
 #pragma once
 #include <optional>
 #include <string>
@@ -22,6 +23,7 @@ struct RunOptions {
   std::uint64_t seed = 0;
   std::size_t sample = 0;
   double thrash_limit = 2;  // <= 0: no limit
+  bool segments = false;    // ReplayOptions::segments: a GPU's segment allocator
 };
 
 struct RunRow {
@@ -33,6 +35,7 @@ struct RunRow {
 
 // Throws remat::Error when the cost model has nothing to count (a log without FLOPS or BYTES).
 Baseline baseline(const Program& program, const RunOptions& options);
-RunRow run(const Program& program, const Baseline& base, const RunOptions& options, const BudgetSpec& budget);
+RunRow run(const Program& program, const Baseline& base, const RunOptions& options,
+           const BudgetSpec& budget);
 
 }  // namespace remat::sim

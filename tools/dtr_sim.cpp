@@ -43,6 +43,7 @@ struct Flags {
   std::uint64_t seed = 0;
   std::size_t sample = 0;
   bool json = false;
+  bool segments = false;
   bool sweep = false;
   std::string out = "dtr_sim";
   bool optimal = false;
@@ -92,9 +93,9 @@ class Reporter {
     std::printf("\n%s: %zu tensors, %zu events; unbudgeted: peak %s, compute %.6g (%s cost)\n",
                 p.source.c_str(), p.tensors.size(), p.events.size(),
                 human_bytes(base.peak_bytes).c_str(), base.compute, f_.cost.c_str());
-    std::printf("%-10s %-12s %12s %8s %-10s %9s %12s %10s %10s %12s%s\n", "heuristic", "policy",
+    std::printf("%-10s %-12s %12s %8s %-10s %9s %12s %10s %10s %12s%s%s\n", "heuristic", "policy",
                 "budget", "fraction", "status", "overhead", "peak", "evictions", "remats",
-                "metadata", f_.optimal ? "  vs-optimal" : "");
+                "metadata", f_.optimal ? "  vs-optimal" : "", f_.segments ? "  frag@peak" : "");
   }
 
   void row(const Program& p, const std::string& heuristic, const RunRow& r,
@@ -116,12 +117,16 @@ class Reporter {
           {"metadata_accesses", x.metadata_accesses},
           {"cost", f_.cost},
           {"compute", x.compute}};
+      if (f_.segments) {
+        j["fragmentation_at_peak_bytes"] = x.fragmentation_at_peak_bytes;
+        j["fragmentation_evictions"] = x.fragmentation_evictions;
+      }
       if (f_.optimal) j["vs_optimal"] = vs_optimal ? nlohmann::json(*vs_optimal) : nlohmann::json();
       std::printf("%s\n", j.dump().c_str());
       return;
     }
     std::printf(
-        "%-10s %-12s %12s %8s %-10s %9s %12s %10llu %10llu %12llu%s\n", heuristic.c_str(),
+        "%-10s %-12s %12s %8s %-10s %9s %12s %10llu %10llu %12llu%s%s\n", heuristic.c_str(),
         f_.policy.c_str(), r.budget_bytes ? human_bytes(*r.budget_bytes).c_str() : "none",
         r.budget_fraction ? fmt::format("{:.3f}", *r.budget_fraction).c_str() : "-",
         std::string(status_name(x.status)).c_str(),
@@ -131,7 +136,9 @@ class Reporter {
         static_cast<unsigned long long>(x.metadata_accesses),
         f_.optimal
             ? fmt::format("  {:>10}", vs_optimal ? fmt::format("{:.4f}", *vs_optimal) : "-").c_str()
-            : "");
+            : "",
+        f_.segments ? fmt::format("  {:>11}", human_bytes(x.fragmentation_at_peak_bytes)).c_str()
+                    : "");
   }
 
   // The optimum and Chen's schedule at one budget, as rows beside the heuristics.
@@ -218,6 +225,7 @@ int run(const Flags& f) {
   opts.seed = f.seed;
   opts.sample = f.sample;
   opts.thrash_limit = f.thrash_limit;
+  opts.segments = f.segments;
   Reporter out(f);
   double parse_seconds = 0, replay_seconds = 0;
   std::size_t runs = 0;
@@ -306,6 +314,10 @@ int main(int argc, char** argv) {
                  "candidates scored per eviction (0: the pool's default sampling)")
       ->check(examples::whole_in_range<std::size_t>(0, 1'000'000'000));
   app.add_option("--cost", f.cost, "cost model: time, flops, bytes or unit");
+  app.add_flag("--segments", f.segments,
+               "model a GPU's caching allocator (2 and 20 MiB segments split into blocks): the "
+               "budget counts its fragmentation, reported as frag@peak (held minus resident when "
+               "resident bytes peak)");
   app.add_flag("--json", f.json, "one JSON object per run per line instead of a table");
   app.add_flag("--sweep", f.sweep,
                "budgets 0.1..1.0 for every heuristic (unless given), written as a CSV and a "
