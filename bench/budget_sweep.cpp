@@ -45,6 +45,7 @@ struct Workload {
     // update must keep the old values (copy-on-write): drop it first unless asked not to.
     if (!keep_graph) loss = Tensor();
     optimizer->step();
+    Pool::of(Device::cpu()).end_step();  // dtr-next learns each step's calls from the last
   }
 };
 

@@ -33,6 +33,9 @@ struct Record {
   double flops = 0;
   double bytes = 0;  // bytes read and written
   std::uint64_t id = 0;
+  // dtr-next: the training step of the call and its position in it (dtr/step_log.h).
+  std::uint64_t step = 0;
+  std::uint32_t step_call = 0;
 
   double cost(CostModel model) const {
     switch (model) {
@@ -112,6 +115,7 @@ class Cell final : public Storage, public std::enable_shared_from_this<Cell> {
   int handles_ = 0;  // 1 while a handle family exists
   std::weak_ptr<Storage> external_;
   std::uint64_t last_access_ = 0;
+  std::uint64_t last_call_ = 0;  // dtr-next: the pool's program_calls_ at its last use
   std::uint64_t version_ = 0;
   bool unreplayable_ = false;
   StorageRole role_ = StorageRole::Other;

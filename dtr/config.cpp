@@ -8,8 +8,8 @@
 
 namespace remat {
 namespace {
-constexpr std::string_view kHeuristicNames[] = {"dtr",     "dtr-eq", "dtr-local", "lru",
-                                                "largest", "msps",   "estar",     "random"};
+constexpr std::string_view kHeuristicNames[] = {"dtr",  "dtr-eq", "dtr-local", "lru",     "largest",
+                                                "msps", "estar",  "random",    "dtr-next"};
 constexpr std::string_view kPolicyNames[] = {"eager-evict", "banish", "ignore"};
 constexpr std::string_view kCostNames[] = {"time", "flops", "bytes", "unit"};
 constexpr double kMaxBudgetBytes = 1125899906842624.0;  // 2^50: beyond any machine, far below 2^63
@@ -32,8 +32,8 @@ Heuristic heuristic_from_name(std::string_view n) {
 }
 const std::vector<Heuristic>& all_heuristics() {
   static const std::vector<Heuristic> all = {
-      Heuristic::Dtr,     Heuristic::DtrEq, Heuristic::DtrLocal, Heuristic::Lru,
-      Heuristic::Largest, Heuristic::Msps,  Heuristic::EStar,    Heuristic::Random};
+      Heuristic::Dtr,  Heuristic::DtrEq, Heuristic::DtrLocal, Heuristic::Lru,    Heuristic::Largest,
+      Heuristic::Msps, Heuristic::EStar, Heuristic::Random,   Heuristic::DtrNext};
   return all;
 }
 std::string_view policy_name(DeallocPolicy p) {

@@ -10,11 +10,22 @@
 
 namespace remat {
 
-enum class Heuristic : std::uint8_t { Dtr, DtrEq, DtrLocal, Lru, Largest, Msps, EStar, Random };
+enum class Heuristic : std::uint8_t {
+  Dtr,
+  DtrEq,
+  DtrLocal,
+  Lru,
+  Largest,
+  Msps,
+  EStar,
+  Random,
+  DtrNext
+};
 enum class DeallocPolicy : std::uint8_t { EagerEvict, Banish, Ignore };
 enum class CostModel : std::uint8_t { Time, Flops, Bytes, Unit };
 
-// Names as on the command line: dtr, dtr-eq, dtr-local, lru, largest, msps, estar, random.
+// Names as on the command line: dtr, dtr-eq, dtr-local, lru, largest, msps, estar, random,
+// dtr-next.
 std::string_view heuristic_name(Heuristic h);
 Heuristic heuristic_from_name(std::string_view name);
 const std::vector<Heuristic>& all_heuristics();

@@ -38,6 +38,10 @@ struct Heuristics {
   // The evicted closure e* of a cell: up through evicted inputs, down through evicted dependents.
   static void evicted_closure(Cell& start, CostModel model, bool ancestors, bool descendants,
                               NeighbourhoodWalk& walk);
+
+ private:
+  static double eq_cost(Pool& pool, Cell& cell, double c0);
+  static double next_use_distance(const Pool& pool, const Cell& cell, double staleness);
 };
 
 }  // namespace remat

@@ -15,6 +15,7 @@
 #include "dtr/errors.h"
 #include "dtr/kernel_times.h"
 #include "dtr/stats.h"
+#include "dtr/step_log.h"
 #include "dtr/timeline.h"
 
 namespace remat {
@@ -45,8 +46,13 @@ class Pool {
   // Usage: pool.set_budget_fraction(0.4); for (...) { train_step(); pool.end_step(); }
   void set_budget_fraction(double fraction, int measure_step = 2);
   // Marks the end of a training step.  Returns the budget when this call resolved a pending
-  // fraction (it may throw OutOfBudget then, as set_budget does).
+  // fraction (it may throw OutOfBudget then, as set_budget does).  Under dtr-next the step's
+  // calls and uses become the prediction for the next step.
   std::optional<std::size_t> end_step();
+  // dtr-next's prediction (dtr/step_log.h): the last step's calls and uses.  The offline
+  // simulator seeds it from an earlier replay of the same program.
+  const StepLog& last_step_log() const { return last_step_; }
+  void set_last_step_log(StepLog log) { last_step_ = std::move(log); }
   // The peak a fractional budget was resolved from, once it was.
   std::optional<std::size_t> measured_peak() const { return measured_peak_; }
   void set_heuristic(Heuristic h) {
@@ -192,6 +198,17 @@ class Pool {
   std::vector<TimelineSample> timeline_;
   DtrStats timeline_base_;  // the counters at start_timeline
   KernelTimes kernel_times_;
+  // dtr-next: this step's calls and uses so far, the last step's, the step number that records
+  // of this step carry, original calls in this step and in the run (dtr-next's clock), and
+  // whether this step has called another op than the last one at some position.
+  void note_call(Record& record, std::span<const std::shared_ptr<Cell>> outputs);
+  void note_use(Cell& cell);
+  bool learns_steps() const { return config_.heuristic == Heuristic::DtrNext; }
+  StepLog this_step_, last_step_;
+  std::uint64_t step_ = 1;
+  std::uint32_t step_calls_ = 0;
+  std::uint64_t program_calls_ = 0;
+  bool diverged_ = false;
   std::optional<double> pending_fraction_;  // set_budget_fraction, until resolved
   int steps_until_measured_ = 0;
   std::optional<std::size_t> measured_peak_;

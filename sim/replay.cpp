@@ -74,6 +74,12 @@ class Replayer {
     if (options.compute_limit) account_.limit = *options.compute_limit;
   }
 
+  // Takes the calls and uses of another replay's run as this one's last step (dtr-next).
+  void learn_from(Replayer& earlier) {
+    earlier.pool_->end_step();
+    pool_->set_last_step_log(earlier.pool_->last_step_log());
+  }
+
   ~Replayer() {
     // Cells die before the pool they report to.
     slots_.clear();
@@ -359,7 +365,23 @@ std::string_view status_name(ReplayStatus s) {
 }
 
 ReplayResult replay(const Program& program, const ReplayOptions& options) {
-  return Replayer(program, options).run();
+  if (options.heuristic != Heuristic::DtrNext) return Replayer(program, options).run();
+  // dtr-next learns from the last step: the program itself plays it, as the step before the
+  // measured one of a training run whose steps repeat.
+  return replay_after(program, program, options);
+}
+
+ReplayResult replay_after(const Program& previous, const Program& program,
+                          const ReplayOptions& options) {
+  ReplayOptions learn = options;
+  learn.heuristic = Heuristic::DtrNext;  // records the calls and uses
+  learn.budget.reset();
+  learn.compute_limit.reset();
+  Replayer first(previous, learn);
+  first.run();
+  Replayer measured(program, options);
+  measured.learn_from(first);
+  return measured.run();
 }
 
 }  // namespace remat::sim

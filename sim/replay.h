@@ -45,6 +45,12 @@ struct ReplayResult {
 
 // Throws remat::Error naming the input and line when an event cannot be replayed (not for
 // OutOfBudget or thrashing, which are statuses).
+// dtr-next learns from an unbudgeted replay of the same program, as if it were the previous
+// training step.
 ReplayResult replay(const Program& program, const ReplayOptions& options);
+// A replay whose pool first learned `previous` (unbudgeted) as its last step: dtr-next's
+// predictions come from it (a dynamic model's earlier step, e.g. another tree).
+ReplayResult replay_after(const Program& previous, const Program& program,
+                          const ReplayOptions& options);
 
 }  // namespace remat::sim

@@ -158,8 +158,8 @@ TEST(UnrolledGan, UnrolledTrainingIsBitIdenticalUnderBudgets) {
   std::size_t peak = 0;
   const auto reference =
       train_four_steps(std::nullopt, Heuristic::DtrEq, DeallocPolicy::EagerEvict, &peak);
-  for (Heuristic h :
-       {Heuristic::DtrEq, Heuristic::Dtr, Heuristic::Lru, Heuristic::Largest, Heuristic::Random}) {
+  for (Heuristic h : {Heuristic::DtrEq, Heuristic::Dtr, Heuristic::Lru, Heuristic::Largest,
+                      Heuristic::Random, Heuristic::DtrNext}) {
     const bool tight = h != Heuristic::Lru && h != Heuristic::Random;
     for (double fraction : tight ? std::vector<double>{0.5, 0.35} : std::vector<double>{0.5}) {
       SCOPED_TRACE(std::string(heuristic_name(h)) + " at " + std::to_string(fraction));

@@ -120,7 +120,7 @@ TEST(TreeLSTM, TrainingOverChangingTreesIsBitIdenticalUnderBudgets) {
       train_five_steps(std::nullopt, Heuristic::DtrEq, DeallocPolicy::EagerEvict, {}, &peak);
   for (double fraction : {0.5, 0.3}) {
     for (Heuristic h : {Heuristic::DtrEq, Heuristic::Dtr, Heuristic::Lru, Heuristic::Largest,
-                        Heuristic::Random}) {
+                        Heuristic::Random, Heuristic::DtrNext}) {
       SCOPED_TRACE(std::string(heuristic_name(h)) + " at " + std::to_string(fraction));
       const Pool& pool = Pool::of(Device::cpu());
       const auto before = pool.total_stats().evictions;
