@@ -165,25 +165,26 @@ class SegmentAllocator final : public Allocator {
     free_of(n->small).insert(tail);
   }
 
-  // Joins a freed block with its free neighbours (taking them out of the free set).
+  // Joins a freed block with its free neighbours (taking them out of the free set; a block's
+  // key there is its size, so it leaves the set before it grows).
   Node* merge(Node* n) {
     FreeSet& f = free_of(n->small);
     if (Node* p = n->prev; p && !p->live) {
       f.erase(p);
-      p->size += n->size;
-      p->next = n->next;
-      if (n->next) n->next->prev = p;
-      delete n;
-      n = p;
+      n = absorb_next(p, f);
     }
-    if (Node* q = n->next; q && !q->live) {
-      f.erase(q);
-      n->size += q->size;
-      n->next = q->next;
-      if (q->next) q->next->prev = n;
-      delete q;
-    }
+    if (Node* q = n->next; q && !q->live) n = absorb_next(n, f);
     return n;
+  }
+  // `a` takes over the block after it, which leaves the free set if it was there.
+  static Node* absorb_next(Node* a, FreeSet& f) {
+    Node* b = a->next;
+    f.erase(b);
+    a->size += b->size;
+    a->next = b->next;
+    if (b->next) b->next->prev = a;
+    delete b;
+    return a;
   }
 
   // Whole free segments go back to the source, largest first, keeping the one a request of
