@@ -34,7 +34,8 @@ void keep_freed_memory() {
 // `backed`, the same bookkeeping runs over no memory at all (the offline simulator's pool).
 class CachingCpuAllocator final : public Allocator {
  public:
-  explicit CachingCpuAllocator(bool backed = true) : backed_(backed) {
+  explicit CachingCpuAllocator(bool backed = true, std::size_t rounding = kBufferAlignment)
+      : backed_(backed), rounding_(rounding) {
     if (backed_) keep_freed_memory();
   }
   ~CachingCpuAllocator() override { release_all_cached(); }
@@ -42,7 +43,7 @@ class CachingCpuAllocator final : public Allocator {
 
   std::size_t size_class(std::size_t bytes) const override {
     if (bytes == 0) bytes = 1;
-    return (bytes + kBufferAlignment - 1) / kBufferAlignment * kBufferAlignment;
+    return (bytes + rounding_ - 1) / rounding_ * rounding_;
   }
 
   Block allocate(std::size_t bytes) override {
@@ -119,6 +120,7 @@ class CachingCpuAllocator final : public Allocator {
   static void give_back(void* p, std::size_t /*size*/) { std::free(p); }
 
   const bool backed_;
+  const std::size_t rounding_;
   std::uintptr_t fake_next_ = 0;
   mutable std::mutex mu_;
   std::map<std::size_t, std::vector<void*>> free_;
@@ -127,8 +129,9 @@ class CachingCpuAllocator final : public Allocator {
 
 }  // namespace
 
-std::unique_ptr<Allocator> make_accounting_cpu_allocator() {
-  return std::make_unique<CachingCpuAllocator>(false);
+std::unique_ptr<Allocator> make_accounting_cpu_allocator(std::size_t rounding) {
+  REMAT_CHECK(rounding > 0, "make_accounting_cpu_allocator: rounding must be positive");
+  return std::make_unique<CachingCpuAllocator>(false, rounding);
 }
 
 namespace {

@@ -53,12 +53,14 @@ class Allocator {
   void release_all_cached() { release_cached(static_cast<std::size_t>(-1)); }
 };
 
+// Alignment of every CPU buffer; oneDNN and the vectorised kernels rely on it.
+inline constexpr std::size_t kBufferAlignment = 64;
+
 Allocator& allocator_for(Device device);
 // The CPU caching allocator's bookkeeping (size classes, cached bytes, release order) over no
 // memory: blocks carry distinct addresses that must never be dereferenced.  The offline
 // simulator runs a pool on it, so the pool sees exactly what it sees on the CPU.
-std::unique_ptr<Allocator> make_accounting_cpu_allocator();
-// Alignment of every CPU buffer; oneDNN and the vectorised kernels rely on it.
-inline constexpr std::size_t kBufferAlignment = 64;
+// `rounding` 1 keeps exact sizes (the DTR prototype's simulator counts bytes unrounded).
+std::unique_ptr<Allocator> make_accounting_cpu_allocator(std::size_t rounding = kBufferAlignment);
 
 }  // namespace remat

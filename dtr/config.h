@@ -62,6 +62,14 @@ struct DtrConfig {
   // For tests: after every op call, evict every cell that can be evicted, so each later read
   // rematerializes and any replay that differs from its first run shows.
   bool evict_after_every_op = false;
+  // The DTR prototype's simulator's rules, for dtr_sim --prototype (docs/simulator.md):
+  // staleness on a clock of accumulated compute cost (in units of 1e-9 of the cost model)
+  // instead of one tick per access, with a value made at this instant never chosen first;
+  // a rematerialized value keeps the access stamp it had; one victim per search (no batch of
+  // tiny cells).
+  bool compute_clock = false;
+  bool keep_stamp_on_remat = false;
+  bool single_victim = false;
 };
 
 }  // namespace remat

@@ -122,6 +122,11 @@ double Heuristics::score(Pool& pool, Cell& cell, double bound) {
   const double m = static_cast<double>(std::max<std::size_t>(1, cell.nbytes()));
   const double c0 = cell.record()->cost(cfg.cost);
   ++pool.total_.metadata_accesses;
+  // The prototype divides by a staleness of 0: a value stamped at this instant scores infinity.
+  if (cfg.compute_clock && pool.now() == cell.last_access() &&
+      cfg.heuristic != Heuristic::Largest && cfg.heuristic != Heuristic::Msps &&
+      cfg.heuristic != Heuristic::Random)
+    return std::numeric_limits<double>::infinity();
   switch (cfg.heuristic) {
     case Heuristic::Lru:
       return 1.0 / s;

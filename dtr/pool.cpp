@@ -238,7 +238,8 @@ bool Pool::evict_batch(std::size_t bytes, std::size_t headroom) {
     // After the first victim only tiny cells are taken, to the request and on to the headroom:
     // for them a search per victim is what costs, while larger cells taken on stale scores
     // (a fresh search would see their neighbourhoods changed) only add recomputation.
-    const bool done = c.nbytes_ > kTinyCell || (freed >= bytes && freed >= headroom);
+    const bool done =
+        config_.single_victim || c.nbytes_ > kTinyCell || (freed >= bytes && freed >= headroom);
     if (any && (done || c.mark_ == stamp)) {
       if (done) break;
       continue;
@@ -390,6 +391,10 @@ void Pool::note_call(Record& record, std::span<const std::shared_ptr<Cell>> outp
   ++program_calls_;
 }
 
+void Pool::advance_compute_clock(const Record& record) {
+  clock_ += static_cast<std::uint64_t>(std::llround(record.cost(config_.cost) * 1e9));
+}
+
 void Pool::note_use(Cell& cell) {
   cell.last_call_ = program_calls_;
   const Record* r = cell.record_.get();
@@ -400,6 +405,10 @@ void Pool::record_call(const std::shared_ptr<Record>& record,
                        std::span<const std::shared_ptr<Cell>> outputs) {
   Timer timer{total_.bookkeeping_seconds};
   if (learns_steps()) note_call(*record, outputs);
+  if (config_.compute_clock) {
+    advance_compute_clock(*record);
+    for (const auto& out : outputs) out->last_access_ = clock_;  // stamped after the compute
+  }
   for (std::size_t i = 0; i < outputs.size(); ++i) {
     Cell& out = *outputs[i];
     out.record_ = record;
@@ -533,7 +542,9 @@ void Pool::replay(Record& r, std::string_view op) {
       auto c = r.outputs[i].lock();
       if (c && c->record_.get() == &r) {
         if (!c->resident()) {
+          const std::uint64_t stamp = c->last_access_;
           materialize(*c, op);
+          if (config_.keep_stamp_on_remat) c->last_access_ = stamp;
           Heuristics::on_rematerialized(*this, *c);
         }
         ++c->pins_;
@@ -552,6 +563,7 @@ void Pool::replay(Record& r, std::string_view op) {
       in_args[i] = {&r.input_metas[i], r.inputs[i]->block_.ptr};
     const auto t0 = Clock::now();
     r.producer->execute(in_args, out_args);
+    if (config_.compute_clock) advance_compute_clock(r);
     const double seconds = seconds_since(t0);
     total_.recompute_seconds += seconds;
     if (config_.cost == CostModel::Time && config_.budget) kernel_times_.observe(r, seconds);

@@ -121,7 +121,8 @@ class Pool {
   DtrStats total_stats() const;  // since the start of the run
   void reset_stats();
   std::uint64_t next_record_id() { return ++record_ids_; }
-  std::uint64_t tick() { return ++clock_; }
+  // One tick per access, or the compute clock's reading (DtrConfig::compute_clock).
+  std::uint64_t tick() { return config_.compute_clock ? clock_ : ++clock_; }
   std::uint64_t now() const { return clock_; }
 
   // ---- timeline: a sample after every recorded op call (dtr/timeline.h)
@@ -203,6 +204,7 @@ class Pool {
   // whether this step has called another op than the last one at some position.
   void note_call(Record& record, std::span<const std::shared_ptr<Cell>> outputs);
   void note_use(Cell& cell);
+  void advance_compute_clock(const Record& record);
   bool learns_steps() const { return config_.heuristic == Heuristic::DtrNext; }
   StepLog this_step_, last_step_;
   std::uint64_t step_ = 1;

@@ -56,7 +56,8 @@ class Replayer {
         options_(options),
         allocator_(options.segments ? make_segment_allocator(std::make_unique<HostSegmentSource>(
                                           std::numeric_limits<std::size_t>::max(), false))
-                                    : make_accounting_cpu_allocator()),
+                                    : make_accounting_cpu_allocator(
+                                          options.prototype.exact_sizes ? 1 : kBufferAlignment)),
         pool_(std::make_unique<Pool>(Device::cpu(), allocator_.get())),
         slot_of_(program.tensors.size()),
         tensor_refs_(program.tensors.size(), 0),
@@ -69,7 +70,11 @@ class Replayer {
     cfg.policy = options.policy;
     cfg.cost = options.cost;
     cfg.seed = options.seed;
-    cfg.sample = options.sample;
+    cfg.sample =
+        options.prototype.full_scan ? std::numeric_limits<std::size_t>::max() : options.sample;
+    cfg.compute_clock = options.prototype.compute_clock;
+    cfg.keep_stamp_on_remat = options.prototype.keep_stamp_on_remat;
+    cfg.single_victim = options.prototype.single_victim;
     pool_->configure(cfg);
     if (options.compute_limit) account_.limit = *options.compute_limit;
   }

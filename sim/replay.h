@@ -26,6 +26,18 @@ struct ReplayOptions {
   // (core/segment_allocator.h), and the budget counts what the segments hold, fragmentation
   // included.  Otherwise the CPU's exact-size cache.
   bool segments = false;
+  // The DTR prototype's simulator's rules (docs/simulator.md), each on its own so their
+  // effects can be told apart: exact sizes (no 64-byte rounding), a full scan of the
+  // candidates, staleness on the compute clock, no access stamp on rematerialization, one
+  // victim per search.
+  struct PrototypeRules {
+    bool exact_sizes = false;
+    bool full_scan = false;
+    bool compute_clock = false;
+    bool keep_stamp_on_remat = false;
+    bool single_victim = false;
+    static PrototypeRules all() { return {true, true, true, true, true}; }
+  } prototype;
 };
 
 enum class ReplayStatus : std::uint8_t { Ok, Thrash, Infeasible };

@@ -13,10 +13,44 @@ ReplayOptions replay_options(const RunOptions& o) {
   r.seed = o.seed;
   r.sample = o.sample;
   r.segments = o.segments;
+  r.prototype = o.prototype;
   return r;
 }
 
 }  // namespace
+
+ReplayOptions::PrototypeRules prototype_rules_from(const std::string& text) {
+  using Rules = ReplayOptions::PrototypeRules;
+  static const std::pair<std::string_view, bool Rules::*> kRules[] = {
+      {"exact-sizes", &Rules::exact_sizes},
+      {"full-scan", &Rules::full_scan},
+      {"compute-clock", &Rules::compute_clock},
+      {"keep-stamp", &Rules::keep_stamp_on_remat},
+      {"single-victim", &Rules::single_victim}};
+  auto rule = [&](std::string_view name) {
+    for (const auto& [n, member] : kRules)
+      if (n == name) return member;
+    REMAT_THROW(
+        "unknown prototype rule '{}' (expected all, none, all-but:RULE or a list of "
+        "exact-sizes, full-scan, compute-clock, keep-stamp, single-victim)",
+        name);
+  };
+  if (text == "all") return Rules::all();
+  if (text == "none" || text.empty()) return {};
+  if (text.starts_with("all-but:")) {
+    Rules r = Rules::all();
+    r.*rule(std::string_view(text).substr(8)) = false;
+    return r;
+  }
+  Rules r;
+  std::size_t pos = 0;
+  while (pos <= text.size()) {
+    const std::size_t end = std::min(text.find(',', pos), text.size());
+    r.*rule(std::string_view(text).substr(pos, end - pos)) = true;
+    pos = end + 1;
+  }
+  return r;
+}
 
 Baseline baseline(const Program& program, const RunOptions& o) {
   REMAT_CHECK(

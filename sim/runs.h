@@ -24,7 +24,11 @@ struct RunOptions {
   std::size_t sample = 0;
   double thrash_limit = 2;  // <= 0: no limit
   bool segments = false;    // ReplayOptions::segments: a GPU's segment allocator
+  ReplayOptions::PrototypeRules prototype;
 };
+// "all", "none", or a comma-separated list of exact-sizes, full-scan, compute-clock,
+// keep-stamp, single-victim; "all-but:RULE" for every rule but one.
+ReplayOptions::PrototypeRules prototype_rules_from(const std::string& text);
 
 struct RunRow {
   std::optional<double> budget_fraction;  // of the baseline's peak; none when unbudgeted

@@ -44,6 +44,7 @@ struct Flags {
   std::size_t sample = 0;
   bool json = false;
   bool segments = false;
+  std::string prototype = "none";
   bool sweep = false;
   std::string out = "dtr_sim";
   bool optimal = false;
@@ -226,6 +227,7 @@ int run(const Flags& f) {
   opts.sample = f.sample;
   opts.thrash_limit = f.thrash_limit;
   opts.segments = f.segments;
+  opts.prototype = prototype_rules_from(f.prototype);
   Reporter out(f);
   double parse_seconds = 0, replay_seconds = 0;
   std::size_t runs = 0;
@@ -318,6 +320,10 @@ int main(int argc, char** argv) {
                "model a GPU's caching allocator (2 and 20 MiB segments split into blocks): the "
                "budget counts its fragmentation, reported as frag@peak (held minus resident when "
                "resident bytes peak)");
+  app.add_option("--prototype", f.prototype,
+                 "the DTR prototype simulator's rules: all, none (default), all-but:RULE, or a "
+                 "list of exact-sizes, full-scan, compute-clock, keep-stamp, single-victim")
+      ->capture_default_str();
   app.add_flag("--json", f.json, "one JSON object per run per line instead of a table");
   app.add_flag("--sweep", f.sweep,
                "budgets 0.1..1.0 for every heuristic (unless given), written as a CSV and a "
