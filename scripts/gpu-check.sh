@@ -20,8 +20,12 @@ carry=build-gpu-carry
 prepare() {
   scripts/setup.sh
   # Portable: the GPU machine's CPU need not have this one's instructions.
-  if ! cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DREMAT_CUDA=ON -DREMAT_PORTABLE=ON \
-    -DREMAT_BUILD_BENCH=OFF -DREMAT_BUILD_EXAMPLES=OFF | grep -q "CUDA backend: nvcc"; then
+  # The whole configure output first: grep -q would close the pipe early, and under pipefail
+  # cmake's broken pipe would read as a failure.
+  local configure
+  configure=$(cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DREMAT_CUDA=ON -DREMAT_PORTABLE=ON \
+    -DREMAT_BUILD_BENCH=OFF -DREMAT_BUILD_EXAMPLES=OFF)
+  if ! grep -q "CUDA backend: nvcc" <<<"$configure"; then
     echo "gpu-check: CMake did not enable the CUDA backend (nvcc, cuBLAS or cuDNN missing)" >&2
     exit 1
   fi
@@ -64,9 +68,11 @@ run() {
     exit 3
   fi
   local status=0
-  timeout "${GPU_CHECK_SECONDS:-420}" "$carry/test_cuda" --gtest_brief=1 2>&1 | tee gpu-check.log || status=$?
+  local log="$carry/gpu-check.log"
+  timeout "${GPU_CHECK_SECONDS:-420}" "$carry/test_cuda" --gtest_brief=1 2>&1 | tee "$log" || status=$?
+  [[ -n ${OUT:-} && -d ${OUT:-} ]] && cp "$log" "$OUT/"  # the device tool brings $OUT back
   echo "== summary"
-  grep -E "^\[  (PASSED|FAILED|SKIPPED)  \]|tests? ran" gpu-check.log || true
+  grep -E "^\[  (PASSED|FAILED|SKIPPED)  \]|tests? ran" "$log" || true
   echo "test_cuda exit status $status"
   exit "$status"
 }
