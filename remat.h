@@ -4,6 +4,7 @@
 #include "autograd/checkpoint.h"
 #include "autograd/engine.h"
 #include "autograd/grad_mode.h"
+#include "autograd/hooks.h"
 #include "core/parallel.h"
 #include "core/random.h"
 #include "core/scratch.h"

@@ -5,6 +5,7 @@
 #include <unordered_set>
 
 #include "autograd/grad_mode.h"
+#include "autograd/hooks.h"
 #include "autograd/meta.h"
 
 namespace remat {
@@ -144,6 +145,27 @@ class GraphTask {
   std::unordered_map<Node*, NodeState> states_;
 };
 
+// The callbacks of the backward() call in progress on this thread (null outside one).
+thread_local std::vector<std::function<void()>>* t_backward_callbacks = nullptr;
+
+// Runs the graph task; then, before returning, the callbacks its hooks queued.  Nested
+// backward() calls (from a hook) keep their own lists.
+void run_backward(GraphTask task, const std::vector<Edge>& roots,
+                  const std::vector<Tensor>& grads) {
+  std::vector<std::function<void()>> callbacks;
+  auto* outer = t_backward_callbacks;
+  t_backward_callbacks = &callbacks;
+  struct Restore {
+    std::vector<std::function<void()>>* outer;
+    ~Restore() { t_backward_callbacks = outer; }
+  } restore{outer};
+  task.run(roots, grads, {});
+  for (std::size_t i = 0; i < callbacks.size(); ++i) {
+    auto fn = std::move(callbacks[i]);  // fn may queue more, which reallocates the list
+    fn();
+  }
+}
+
 std::vector<Tensor> default_grad_outputs(const std::vector<Tensor>& outputs,
                                          const std::vector<Tensor>& given, const char* op) {
   REMAT_CHECK(given.empty() || given.size() == outputs.size(),
@@ -180,7 +202,26 @@ void backward(const std::vector<Tensor>& outputs, const std::vector<Tensor>& gra
   for (std::size_t i = 0; i < outputs.size(); ++i) {
     roots.push_back(gradient_edge(outputs[i]));
   }
-  GraphTask(retain_graph || create_graph, create_graph).run(roots, grads, {});
+  run_backward(GraphTask(retain_graph || create_graph, create_graph), roots, grads);
+}
+
+void queue_backward_callback(std::function<void()> fn) {
+  REMAT_CHECK(t_backward_callbacks != nullptr,
+              "queue_backward_callback: no backward() call is running on this thread");
+  REMAT_CHECK(fn != nullptr, "queue_backward_callback: the callback is empty");
+  t_backward_callbacks->push_back(std::move(fn));
+}
+
+void register_post_accumulate_grad_hook(const Tensor& leaf,
+                                        std::function<void(const Tensor&)> hook) {
+  REMAT_CHECK(leaf.defined(), "register_post_accumulate_grad_hook: the tensor is undefined");
+  REMAT_CHECK(leaf.is_leaf() && leaf.requires_grad(),
+              "register_post_accumulate_grad_hook: tensor of shape {} is not a leaf that "
+              "requires grad",
+              leaf.shape());
+  REMAT_CHECK(hook != nullptr, "register_post_accumulate_grad_hook: the hook is empty");
+  static_cast<AutogradMeta*>(leaf.autograd_meta())
+      ->post_accumulate_hooks_.push_back(std::move(hook));
 }
 
 std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,

@@ -1,7 +1,9 @@
 // Autograd metadata of a tensor (its gradient, the node that produced it) and the helpers the
 // dispatch path uses to connect op calls into the graph.
 #pragma once
+#include <functional>
 #include <memory>
+#include <vector>
 
 #include "autograd/node.h"
 
@@ -20,6 +22,7 @@ class AutogradMeta final : public AutogradMetaInterface {
   std::shared_ptr<Node> grad_fn_;
   std::uint32_t output_nr_ = 0;
   std::weak_ptr<Node> grad_accumulator_;
+  std::vector<std::function<void(const Tensor&)>> post_accumulate_hooks_;  // autograd/hooks.h
 };
 
 // The edge a gradient for `t` flows into: its producing node, or its leaf accumulator;

@@ -135,6 +135,9 @@ std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor> grads) {
   // backward pass, so the cache keeps it.  With create_graph it stays an ordinary cell.
   if (!GradMode::is_enabled()) g.storage()->freeze(StorageRole::Gradient);
   leaf.set_grad(g);
+  if (auto* meta = static_cast<AutogradMeta*>(leaf.autograd_meta()))
+    for (std::size_t i = 0; i < meta->post_accumulate_hooks_.size(); ++i)
+      meta->post_accumulate_hooks_[i](leaf);
   return {};
 }
 
