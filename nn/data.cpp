@@ -166,11 +166,18 @@ DataLoader::DataLoader(std::shared_ptr<const Dataset> dataset, DataLoaderOptions
   REMAT_CHECK(dataset_ != nullptr, "DataLoader: the dataset is null");
   REMAT_CHECK(options_.batch_size >= 1, "DataLoader: batch_size must be at least 1, got {}",
               options_.batch_size);
+  REMAT_CHECK(options_.world_size >= 1, "DataLoader: world_size must be at least 1, got {}",
+              options_.world_size);
+  REMAT_CHECK(options_.rank >= 0 && options_.rank < options_.world_size,
+              "DataLoader: rank {} is out of range for world_size {}", options_.rank,
+              options_.world_size);
 }
 
 std::int64_t DataLoader::num_batches() const {
-  const std::int64_t n = dataset_->size(), b = options_.batch_size;
-  return options_.drop_last ? n / b : (n + b - 1) / b;
+  const std::int64_t n = dataset_->size(), g = global_batch_size();
+  if (options_.drop_last) return n / g;
+  // A short last global batch counts only if every rank gets an example of it.
+  return n / g + (n % g >= options_.world_size ? 1 : 0);
 }
 
 std::vector<std::int64_t> DataLoader::order(std::uint64_t epoch) const {
@@ -194,13 +201,21 @@ Batch DataLoader::make_batch(const std::vector<std::int64_t>& order, std::uint64
   REMAT_CHECK(index >= 0 && index < nb, "DataLoader: batch {} is out of range (epoch has {})",
               index, nb);
   const std::int64_t n = static_cast<std::int64_t>(order.size());
-  const std::int64_t start = index * options_.batch_size;
-  const std::int64_t end = std::min(start + options_.batch_size, n);
+  const std::int64_t ranks = options_.world_size, rank = options_.rank;
+  const std::int64_t global_start = index * global_batch_size();
+  const std::int64_t global_size = std::min(global_batch_size(), n - global_start);
+  // Rank r's share: batch_size examples of a full global batch, or an even split of a short one.
+  const std::int64_t share = global_size / ranks, extra = global_size % ranks;
+  const std::int64_t start = global_start + rank * share + std::min(rank, extra);
+  const std::int64_t size = share + (rank < extra ? 1 : 0);
   Batch b = dataset_->get_batch(std::span<const std::int64_t>(order).subspan(
-      static_cast<std::size_t>(start), static_cast<std::size_t>(end - start)));
-  if (options_.transform)
-    b.inputs = options_.transform->apply(
-        b.inputs, epoch * static_cast<std::uint64_t>(nb) + static_cast<std::uint64_t>(index));
+      static_cast<std::size_t>(start), static_cast<std::size_t>(size)));
+  if (options_.transform) {
+    const auto call = (epoch * static_cast<std::uint64_t>(nb) + static_cast<std::uint64_t>(index)) *
+                          static_cast<std::uint64_t>(ranks) +
+                      static_cast<std::uint64_t>(rank);
+    b.inputs = options_.transform->apply(b.inputs, call);
+  }
   return b;
 }
 

@@ -84,9 +84,18 @@ struct DataLoaderOptions {
   // Shuffling draws from philox4x32 keyed by (seed, epoch): the same seed gives the same order
   // for each epoch, and each epoch a different one.
   std::uint64_t seed = 0;
-  // Applied to each batch's inputs with call index epoch * num_batches() + batch index, so a
-  // run (or a resumed one, via set_epoch) sees the same augmentation.
+  // Applied to each batch's inputs with call index (epoch * num_batches() + batch index) *
+  // world_size + rank, so a run (or a resumed one, via set_epoch) sees the same augmentation
+  // and no two ranks draw the same.
   std::shared_ptr<const Transform> transform = nullptr;
+  // Data-parallel sharding (as PyTorch's DistributedSampler): every rank draws the order one
+  // process would, in global batches of world_size * batch_size examples, and rank r takes
+  // examples [r * batch_size, (r + 1) * batch_size) of each, so world_size ranks at batch_size
+  // see what one process sees at world_size * batch_size.  A last, short global batch (without
+  // drop_last) is split as evenly as possible, the first ranks taking one more; when it holds
+  // fewer examples than ranks it is dropped, so no rank gets an empty batch.
+  std::int64_t world_size = 1;
+  std::int64_t rank = 0;
 };
 
 class DataLoader {
@@ -132,9 +141,11 @@ class DataLoader {
   // The epoch the next begin() starts; set_epoch resumes a run at a given epoch.
   std::uint64_t next_epoch() const { return next_epoch_; }
   void set_epoch(std::uint64_t epoch) { next_epoch_ = epoch; }
-  // The example order of an epoch: a permutation of [0, size()) when shuffling, else identity.
+  // The example order of an epoch: a permutation of [0, size()) when shuffling, else identity;
+  // the same on every rank.
   std::vector<std::int64_t> order(std::uint64_t epoch) const;
-  // Batch `index` of `epoch`, transform included: what iterating that epoch yields.
+  // Batch `index` of `epoch`, transform included: what iterating that epoch yields (this
+  // rank's share of global batch `index`).
   Batch batch(std::uint64_t epoch, std::int64_t index) const;
 
   const Dataset& dataset() const { return *dataset_; }
@@ -143,6 +154,7 @@ class DataLoader {
  private:
   Batch make_batch(const std::vector<std::int64_t>& order, std::uint64_t epoch,
                    std::int64_t index) const;
+  std::int64_t global_batch_size() const { return options_.batch_size * options_.world_size; }
   std::shared_ptr<const Dataset> dataset_;
   DataLoaderOptions options_;
   std::uint64_t next_epoch_ = 0;

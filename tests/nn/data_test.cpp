@@ -513,5 +513,55 @@ TEST(DataLoader, TransformGetsEpochAndBatchAsCallIndex) {
   }
 }
 
+// Sharding: rank r of N at batch B takes examples [r*B, (r+1)*B) of each global batch that one
+// process at batch N*B draws, so the ranks' batches together are exactly that process's.
+TEST(DataLoader, ShardsCoverTheOneProcessBatchesInRankOrder) {
+  auto ds = std::make_shared<TensorDataset>(numbered(23));
+  for (bool drop_last : {true, false}) {
+    DataLoader whole(ds, {.batch_size = 6, .shuffle = true, .drop_last = drop_last, .seed = 4});
+    std::vector<std::vector<std::vector<std::int64_t>>> ranks;
+    for (std::int64_t r = 0; r < 3; ++r) {
+      DataLoader shard(ds, {.batch_size = 2,
+                            .shuffle = true,
+                            .drop_last = drop_last,
+                            .seed = 4,
+                            .world_size = 3,
+                            .rank = r});
+      EXPECT_EQ(shard.num_batches(), drop_last ? 3 : 4);
+      shard.set_epoch(1);
+      ranks.push_back(epoch_targets(shard));
+    }
+    whole.set_epoch(1);
+    const auto expected = epoch_targets(whole);
+    ASSERT_EQ(expected.size(), ranks[0].size());
+    for (std::size_t b = 0; b < expected.size(); ++b) {
+      std::vector<std::int64_t> joined;
+      for (const auto& rank : ranks) joined.insert(joined.end(), rank[b].begin(), rank[b].end());
+      EXPECT_EQ(joined, expected[b]) << "global batch " << b;
+    }
+    if (!drop_last) {  // the short last global batch of 5: shares 2, 2, 1
+      EXPECT_EQ(
+          (std::vector<std::size_t>{ranks[0][3].size(), ranks[1][3].size(), ranks[2][3].size()}),
+          (std::vector<std::size_t>{2, 2, 1}));
+    }
+  }
+}
+
+TEST(DataLoader, AShortLastBatchWithFewerExamplesThanRanksIsDropped) {
+  auto ds = std::make_shared<TensorDataset>(numbered(9));
+  // Global batches of 8: the ninth example alone cannot give each of 2 ranks one.
+  DataLoader shard(ds, {.batch_size = 4, .world_size = 2, .rank = 1});
+  EXPECT_EQ(shard.num_batches(), 1);
+  EXPECT_EQ(flat(epoch_targets(shard)), (std::vector<std::int64_t>{4, 5, 6, 7}));
+}
+
+TEST(DataLoader, ShardingErrorsNameTheBadValue) {
+  auto ds = std::make_shared<TensorDataset>(numbered(4));
+  EXPECT_TRUE(throws_with([&] { DataLoader(ds, {.batch_size = 1, .world_size = 0}); },
+                          {"world_size must be at least 1, got 0"}));
+  EXPECT_TRUE(throws_with([&] { DataLoader(ds, {.batch_size = 1, .world_size = 2, .rank = 2}); },
+                          {"rank 2 is out of range for world_size 2"}));
+}
+
 }  // namespace
 }  // namespace remat::nn
