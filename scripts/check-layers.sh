@@ -11,9 +11,10 @@ declare -A allowed=(
   [ops]="core dtr autograd ops"
   [nn]="core dtr autograd ops nn"
   [models]="core dtr autograd ops nn models"
+  [dist]="core dtr autograd ops nn dist"
   [sim]="core dtr sim"
 )
-project_dirs="core dtr autograd ops nn models sim examples tests tools bench"
+project_dirs="core dtr autograd ops nn models dist sim examples tests tools bench"
 bad=0
 for layer in "${!allowed[@]}"; do
   while IFS=: read -r file line text; do

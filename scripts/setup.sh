@@ -8,6 +8,8 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   coinor-libcbc-dev libzip-dev gnuplot-nox
 )
+# Data-parallel training over MPI (dist/, examples under mpirun, the two-rank tests).
+packages+=(libopenmpi-dev openmpi-bin)
 # The sanitizer build and the fuzz targets: clang with libFuzzer and its OpenMP runtime.
 packages+=(clang libclang-rt-14-dev libomp-14-dev)
 # The format check (scripts/check-format.sh).
