@@ -3,9 +3,12 @@
 // --checkpoint-stages checkpoints each stage by hand instead (convolutions kept, the element-wise
 // work recomputed) and prints what the checkpoints kept and replayed in the last step.
 // --plot draws the pool's memory over one budgeted step and the loss and test accuracy (PNG).
+// Under `mpirun -np N` it trains data-parallel: each rank takes --batch-size examples of every
+// global batch of N x --batch-size, under its own --budget; rank 0 prints and saves.
 // Usage: train_resnet --model resnet20 --epochs 1 --budget 0.5 [--steps N] [--save ckpt.bin]
 //        train_resnet --budget none --checkpoint-stages --steps 30
 //        train_resnet --steps 40 --train-limit 2560 --plot run.png
+//        mpirun -np 2 train_resnet --threads 1 --batch-size 32 --budget 0.5
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
@@ -16,6 +19,7 @@
 #include <set>
 #include <vector>
 
+#include "examples/common/dist_flags.h"
 #include "examples/common/dtr_flags.h"
 #include "examples/common/progress.h"
 #include "examples/common/train_flags.h"
@@ -34,18 +38,20 @@ double accuracy_of(const Tensor& logits, const Tensor& targets) {
   return mean(to_dtype(eq(argmax(logits, 1), targets), DType::Float32)).item<double>();
 }
 
-double evaluate(nn::Module& model, nn::DataLoader& loader) {
+// Accuracy over the loader's examples; with a communicator, over every rank's shard of them.
+double evaluate(nn::Module& model, nn::DataLoader& loader, dist::Communicator* ranks = nullptr) {
   NoGradGuard no_grad;
   model.eval();
-  double correct = 0, seen = 0;
+  double counts[2] = {0, 0};  // correct, seen
   for (const auto& batch : loader) {
     Tensor logits = model.forward(batch.inputs);
     const double n = static_cast<double>(batch.targets.numel());
-    correct += accuracy_of(logits, batch.targets) * n;
-    seen += n;
+    counts[0] += accuracy_of(logits, batch.targets) * n;
+    counts[1] += n;
   }
   model.train();
-  return seen > 0 ? correct / seen : 0;
+  if (ranks != nullptr) dist::allreduce_sum(*ranks, counts, "test accuracy");
+  return counts[1] > 0 ? counts[0] / counts[1] : 0;
 }
 
 // Every test-accuracy point of --plot reads this many test images (about 16 forward batches).
@@ -74,6 +80,7 @@ int main(int argc, char** argv) {
   bool augment = false, checkpoint_stages = false;
   examples::DtrFlags dtr;
   dtr.budget = "0.5";
+  examples::DistFlags dist_flags;
   std::string plot_path;
   long plot_step = 0;
   int plot_points = 4;
@@ -100,12 +107,14 @@ int main(int argc, char** argv) {
                  "images (0: none)")
       ->check(examples::whole_in_range(0, 1000));
   dtr.add_to(app);
+  dist_flags.add_to(app);
   CLI11_PARSE(app, argc, argv);
 
   try {
+    dist::Communicator& world = dist_flags.init();
     f.apply();
     examples::TrainingPlot plot;
-    plot.path = plot_path;
+    plot.path = world.rank() == 0 ? plot_path : "";  // rank 0 draws
     const bool plotting = !plot.path.empty();
     if (plotting) plot.check_path();
     const auto limit = &examples::TrainFlags::limit;
@@ -128,10 +137,15 @@ int main(int argc, char** argv) {
                                                        .shuffle = true,
                                                        .drop_last = true,
                                                        .seed = f.seed,
-                                                       .transform = train_transform});
-    // Evaluation batches match the training ones, so evaluation fits in the same budget.
-    nn::DataLoader test_loader(std::move(test_set),
-                               {.batch_size = f.batch_size, .transform = normalize});
+                                                       .transform = train_transform,
+                                                       .world_size = world.size(),
+                                                       .rank = world.rank()});
+    // Evaluation batches match the training ones, so evaluation fits in the same budget; each
+    // rank evaluates its shard of the test set.
+    nn::DataLoader test_loader(std::move(test_set), {.batch_size = f.batch_size,
+                                                     .transform = normalize,
+                                                     .world_size = world.size(),
+                                                     .rank = world.rank()});
     // --plot's test curve: the first images of the test set, a tenth of it by default.
     const std::int64_t curve_images =
         f.test_limit > 0 ? std::min(f.test_limit, kCurveImages) : kCurveImages;
@@ -154,6 +168,9 @@ int main(int argc, char** argv) {
       nn::load(optimizer, f.resume_path + ".optim");
       std::printf("resumed from %s\n", f.resume_path.c_str());
     }
+    // Copies rank 0's parameters to every rank, then averages gradients after each backward
+    // (a group of one: a pass-through).
+    dist::DistributedDataParallel ddp(model, world, dist_flags.options());
 
     // --plot's steps: the one drawn, and the measured unbudgeted one to compare it with.
     if (plotting && plot_step > total)
@@ -173,6 +190,11 @@ int main(int argc, char** argv) {
                 f.model.c_str(), total, static_cast<long long>(f.batch_size), f.threads,
                 dtr.spec.str().c_str(), dtr.heuristic.c_str(),
                 checkpoint_stages ? ", checkpointed stages" : "");
+    if (world.size() > 1)
+      std::printf(
+          "data-parallel over %d ranks: %lld examples a step in all, %zu gradient "
+          "buckets; budget and numbers per rank (rank 0's shown)\n",
+          world.size(), static_cast<long long>(f.batch_size * world.size()), ddp.num_buckets());
     examples::Progress progress(total);
     long step = 0;
     double loss_value = 0, acc = 0, train_ms = 0;
@@ -187,7 +209,7 @@ int main(int argc, char** argv) {
         const auto t0 = std::chrono::steady_clock::now();
         reset_checkpoint_report();  // the summary shows the last step's
         {
-          Tensor logits = model->forward(batch.inputs);
+          Tensor logits = ddp(batch.inputs);
           Tensor loss = cross_entropy(logits, batch.targets);
           optimizer.zero_grad();
           backward(loss);
@@ -232,8 +254,8 @@ int main(int argc, char** argv) {
     DtrStats training = pool.stats();  // training steps only
     for (const DtrStats& w : curve_work) training = training.since(w);
     const nlohmann::json dtr_json = examples::dtr_summary(training, dtr);
-    const double test_accuracy = evaluate(*model, test_loader);
-    if (!f.save_path.empty()) {
+    const double test_accuracy = evaluate(*model, test_loader, &world);
+    if (!f.save_path.empty() && dist_flags.is_root()) {  // every rank holds the same state
       nn::save(*model, f.save_path);
       nn::save(optimizer, f.save_path + ".optim");
     }
@@ -246,7 +268,7 @@ int main(int argc, char** argv) {
     if (checkpoint_stages)
       std::printf("checkpoints of the last step:\n%s", checkpoint_report().to_string().c_str());
     bool drew_plot = false;
-    if (plotting) {
+    if (plotting && dist_flags.is_root()) {
       plot.test_curve_images = static_cast<long>(curve_images);
       plot.final_test = {static_cast<long>(test_loader.dataset().size()), test_accuracy};
       plot.title = fmt::format("{} on Fashion-MNIST, batch {}, budget {}, heuristic {}", f.model,
@@ -276,10 +298,11 @@ int main(int argc, char** argv) {
         {"plot", drew_plot ? nlohmann::json(plot.path) : nlohmann::json(nullptr)},
         {"plot_eval_seconds", curve_seconds}};
     summary.update(dtr_json);
+    summary.update(examples::DistFlags::summary(ddp));
     std::printf("%s\n", summary.dump().c_str());
   } catch (const std::exception& e) {
     std::fprintf(stderr, "train_resnet: %s\n", e.what());
-    return 1;
+    return dist_flags.fail(1);
   }
   return 0;
 }

@@ -6,7 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -18,33 +18,8 @@
 namespace remat {
 namespace {
 
-struct Outcome {
-  int status = 0;
-  std::string output;
-};
-
-Outcome run(const std::string& cmd) {
-  std::FILE* pipe = popen((cmd + " 2>&1").c_str(), "r");
-  if (!pipe) throw Error("cannot run " + cmd);
-  Outcome r;
-  char buf[4096];
-  while (std::fgets(buf, sizeof buf, pipe)) r.output += buf;
-  r.status = pclose(pipe);
-  return r;
-}
-
-bool mpirun_found() {
-  return run("command -v mpirun").status == 0;
-}
-
-// mpirun refuses root unless told; containers and CI often run as root.
-std::string mpirun(int ranks, const std::string& args) {
-  return fmt::format(
-      "env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 "
-      "OMPI_MCA_rmaps_base_oversubscribe=1 "
-      "mpirun -np {} --oversubscribe {} {}",
-      ranks, REMAT_DIST_WORKER, args);
-}
+using testing::CommandResult;
+using testing::run_command;
 
 std::vector<float> read_floats(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
@@ -54,7 +29,7 @@ std::vector<float> read_floats(const std::string& path) {
   return v;
 }
 
-nlohmann::json last_json(const Outcome& r) {
+nlohmann::json last_json(const CommandResult& r) {
   const auto at = r.output.rfind("{\"world_size\"");
   if (at == std::string::npos) throw Error("no JSON line in:\n" + r.output);
   return nlohmann::json::parse(r.output.substr(at, r.output.find('\n', at) - at));
@@ -63,17 +38,20 @@ nlohmann::json last_json(const Outcome& r) {
 class Mpi : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!dist::has_mpi())
-      GTEST_SKIP() << "remat was built without MPI (apt install libopenmpi-dev)";
-    if (!mpirun_found()) GTEST_SKIP() << "mpirun is not installed (apt install openmpi-bin)";
+    std::string why;
+    if (testing::mpirun_prefix(2, &why).empty()) GTEST_SKIP() << why;
+  }
+  static CommandResult mpirun(int ranks, const std::string& args) {
+    std::string why;
+    return run_command(testing::mpirun_prefix(ranks, &why) + " " + REMAT_DIST_WORKER + " " + args);
   }
   // Trains; returns rank 0's parameters.
   std::vector<float> train(int ranks, int batch, const std::string& extra = "") {
     const std::string out = testing::unique_temp_path("dist_params", ".bin");
     const std::string args =
         fmt::format("train --batch {} --steps 5 --out {} {}", batch, out, extra);
-    const Outcome r =
-        ranks == 1 ? run(std::string(REMAT_DIST_WORKER) + " " + args) : run(mpirun(ranks, args));
+    const CommandResult r =
+        ranks == 1 ? run_command(std::string(REMAT_DIST_WORKER) + " " + args) : mpirun(ranks, args);
     EXPECT_EQ(r.status, 0) << r.output;
     const auto summary = last_json(r);
     EXPECT_EQ(summary["world_size"].get<int>(), ranks);
@@ -112,7 +90,7 @@ TEST_F(Mpi, BitIdenticalAcrossRunsAndUnderABudgetOnEachRank) {
 }
 
 TEST_F(Mpi, ARankThatHangsIsATimeoutNamingIt) {
-  const Outcome r = run(mpirun(2, "--timeout 2 stall --delay 60"));
+  const CommandResult r = mpirun(2, "--timeout 2 stall --delay 60");
   EXPECT_NE(r.status, 0) << r.output;
   EXPECT_NE(r.output.find("made no progress for 2 s waiting for rank 1"), std::string::npos)
       << r.output;
@@ -120,7 +98,7 @@ TEST_F(Mpi, ARankThatHangsIsATimeoutNamingIt) {
 
 TEST_F(Mpi, ARankThatDiesStopsTheJob) {
   // Killed: the launcher ends the job and names the rank.
-  const Outcome r = run(mpirun(2, "--timeout 60 die"));
+  const CommandResult r = mpirun(2, "--timeout 60 die");
   EXPECT_NE(r.status, 0) << r.output;
   EXPECT_NE(r.output.find("rank 1"), std::string::npos) << r.output;
   EXPECT_EQ(r.output.find("sum"), std::string::npos) << r.output;
@@ -128,7 +106,7 @@ TEST_F(Mpi, ARankThatDiesStopsTheJob) {
 
 TEST_F(Mpi, ARankThatExitsEarlyIsATimeoutNamingIt) {
   // A clean exit (MPI finalised) leaves the launcher waiting: the timeout ends the job.
-  const Outcome r = run(mpirun(2, "--timeout 2 quit"));
+  const CommandResult r = mpirun(2, "--timeout 2 quit");
   EXPECT_NE(r.status, 0) << r.output;
   EXPECT_NE(r.output.find("made no progress for 2 s waiting for rank 1"), std::string::npos)
       << r.output;

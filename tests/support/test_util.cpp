@@ -3,10 +3,13 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
+
+#include "dist/communicator.h"
 
 namespace remat::testing {
 
@@ -56,6 +59,29 @@ std::string unique_temp_path(const std::string& stem, const std::string& ext) {
   for (char& c : test)
     if (c == '/') c = '_';
   return ::testing::TempDir() + stem + "_" + std::to_string(::getpid()) + "_" + test + ext;
+}
+
+CommandResult run_command(const std::string& command) {
+  CommandResult r;
+  std::FILE* pipe = popen((command + " 2>&1").c_str(), "r");
+  if (!pipe) throw Error("cannot run " + command);
+  char buf[4096];
+  while (std::fgets(buf, sizeof buf, pipe)) r.output += buf;
+  r.status = pclose(pipe);
+  return r;
+}
+
+std::string mpirun_prefix(int ranks, std::string* why) {
+  if (!dist::has_mpi()) {
+    *why = "remat was built without MPI (apt install libopenmpi-dev, then rebuild)";
+    return "";
+  }
+  if (run_command("command -v mpirun").status != 0) {
+    *why = "mpirun is not installed (apt install openmpi-bin)";
+    return "";
+  }
+  return "env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun -np " +
+         std::to_string(ranks) + " --oversubscribe";
 }
 
 ::testing::AssertionResult throws_with(const std::function<void()>& f,

@@ -25,6 +25,16 @@ namespace remat::testing {
 // processes that ctest runs in parallel never share a file: <tmp>/<stem>_<pid>_<test><ext>.
 std::string unique_temp_path(const std::string& stem, const std::string& ext);
 
+// A command run through the shell, stderr folded into stdout.
+struct CommandResult {
+  int status = 0;  // as pclose returns it: 0 on success
+  std::string output;
+};
+CommandResult run_command(const std::string& command);
+// "mpirun -np N --oversubscribe", allowed to run as root (containers and CI often are); empty,
+// with the reason in *why, when this build has no MPI backend or mpirun is not installed.
+std::string mpirun_prefix(int ranks, std::string* why);
+
 // A case of a fixture file written by tests/fixtures/generate.py: named tensors and attributes.
 struct FixtureCase {
   std::string name;
