@@ -50,6 +50,16 @@ std::optional<double> chen_sqrt_compute(const Program& program, std::size_t budg
 std::optional<std::vector<std::uint32_t>> chen_schedule(const OpGraph& graph,
                                                         std::size_t budget_bytes);
 
+// Binomial checkpointing (Griewank's revolve) on a chain of equal activations read once each in
+// reverse (dtr_chain's shape): the least compute of any schedule that keeps forward steps in
+// order and recomputes from checkpoints, found by dynamic programming for chains of any length
+// (the tests check it equals the MIP optimum where CBC proves one); nullopt for other shapes or
+// when nothing fits.
+std::optional<double> revolve_compute(const Program& program, std::size_t budget_bytes,
+                                      CostModel cost);
+std::optional<std::vector<std::uint32_t>> revolve_schedule(const OpGraph& graph,
+                                                           std::size_t budget_bytes);
+
 // The program examples/dtr_chain records with --trace: constant x, n unit-cost `chain` calls of
 // `tensor_bytes` each, a `full` seed, n `chain_grad` calls reading the activations in reverse,
 // with the example's releases, pin and access; each call costs 1 in every cost model.

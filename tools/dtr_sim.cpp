@@ -7,6 +7,7 @@
 
 #include <CLI/CLI.hpp>
 #include <cctype>
+#include <charconv>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -176,12 +177,34 @@ class Reporter {
   const Flags& f_;
 };
 
-// The optimum (MIP) at one budget: compute and a note on how it was found.
+// Chen's sqrt(n) segments at one budget, as a row, when the program is a chain they fit.
+void chen_row(const Program& p, const RunRow& at, const Baseline& base, CostModel cost,
+              Reporter& out) {
+  if (const auto chen = chen_sqrt_compute(p, *at.budget_bytes, cost)) {
+    RunRow c = at;
+    c.result = {};
+    c.result.compute = *chen;
+    c.overhead = *chen / base.compute;
+    out.reference(p, "chen-sqrt", c, "Chen et al. sqrt(n) segments");
+  }
+}
+
+// The optimum at one budget (binomial checkpointing on a chain, else the MIP): compute and a
+// note on how it was found.
 std::optional<double> optimum(const Program& p, const Baseline& base, const RunRow& at,
                               const Flags& f, CostModel cost, Reporter& out) {
   RunRow row = at;
   row.result = {};
   if (!at.budget_bytes) return std::nullopt;
+  if (const auto exact = revolve_compute(p, *at.budget_bytes, cost)) {
+    // A chain: binomial checkpointing is the optimum at any length, the MIP unnecessary.
+    row.result.status = ReplayStatus::Ok;
+    row.result.compute = *exact;
+    row.overhead = *exact / base.compute;
+    out.reference(p, "optimal", row, "binomial checkpointing (revolve): exact on a chain");
+    chen_row(p, at, base, cost, out);
+    return exact;
+  }
   const OptimalResult o = optimal_compute(p, *at.budget_bytes, cost, f.time_limit);
   std::string note;
   std::optional<double> best;
@@ -206,14 +229,21 @@ std::optional<double> optimum(const Program& p, const Baseline& base, const RunR
   row.result.compute = best.value_or(0);
   if (best) row.overhead = *best / base.compute;
   out.reference(p, "optimal", row, note);
-  if (const auto chen = chen_sqrt_compute(p, *at.budget_bytes, cost)) {
-    RunRow c = at;
-    c.result = {};
-    c.result.compute = *chen;
-    c.overhead = *chen / base.compute;
-    out.reference(p, "chen-sqrt", c, "Chen et al. sqrt(n) segments");
-  }
+  chen_row(p, at, base, cost, out);
   return best;
+}
+
+// "chain:N": dtr_chain's program of N calls with 1 MiB tensors, built in place; else a file.
+std::vector<Program> read_input(const std::string& input) {
+  if (input.rfind("chain:", 0) != 0) return read_programs(input);
+  std::size_t n = 0;
+  const std::string count = input.substr(6);
+  const auto [end, ec] = std::from_chars(count.data(), count.data() + count.size(), n);
+  if (ec != std::errc() || end != count.data() + count.size() || n < 1 || n > 100000)
+    throw Error(fmt::format("{}: expected chain:N with N from 1 to 100000", input));
+  Program p = chain_program(n, std::size_t{1} << 20);
+  p.source = input;
+  return {std::move(p)};
 }
 
 int run(const Flags& f) {
@@ -233,7 +263,7 @@ int run(const Flags& f) {
   std::size_t runs = 0;
   for (const std::string& input : f.inputs) {
     const auto tp = Clock::now();
-    const std::vector<Program> programs = read_programs(input);
+    const std::vector<Program> programs = read_input(input);
     parse_seconds += since(tp);
     for (const Program& p : programs) {
       const auto tr = Clock::now();
@@ -296,7 +326,8 @@ int main(int argc, char** argv) {
       "and budget on the framework's own pool, without running kernels"};
   Flags f;
   app.add_option("inputs", f.inputs,
-                 "traces (--trace), prototype logs, or .zip archives of *.log files")
+                 "traces (--trace), prototype logs, .zip archives of *.log files, or chain:N "
+                 "(dtr_chain's program of N calls, 1 MiB tensors)")
       ->required();
   app.add_option("--heuristic", f.heuristics,
                  "one heuristic, several comma-separated, or 'all' "

@@ -136,6 +136,48 @@ TEST(ChenChain, NeverBelowTheOptimumNorTheBaseline) {
   EXPECT_GE(fitted, 4) << "Chen's schedule should fit from 6 tensors up";
 }
 
+// Binomial checkpointing equals the MIP's proven optimum on every budget where both exist, and
+// its schedule replays within the budget.
+TEST(RevolveChain, EqualsTheProvenOptimum) {
+  for (std::size_t n : {5, 8}) {
+    const Program p = chain_program(n, kTensor);
+    const OpGraph g = build_op_graph(p, CostModel::Unit);
+    int compared = 0;
+    for (std::size_t b = 3; b <= n + 2; ++b) {
+      const auto opt = optimal_compute(p, b * kTensor, CostModel::Unit, kLimit);
+      const auto revolve = revolve_compute(p, b * kTensor, CostModel::Unit);
+      if (opt.status == Status::Infeasible) {
+        EXPECT_FALSE(revolve) << "n " << n << " budget " << b;
+        continue;
+      }
+      ASSERT_EQ(opt.status, Status::Optimal) << "n " << n << " budget " << b;
+      ASSERT_TRUE(revolve) << "n " << n << " budget " << b;
+      EXPECT_DOUBLE_EQ(*revolve, opt.compute) << "n " << n << " budget " << b;
+      EXPECT_LE(play_schedule(g, *revolve_schedule(g, b * kTensor)).peak_bytes, b * kTensor);
+      ++compared;
+    }
+    EXPECT_GE(compared, 3) << "n " << n;
+  }
+}
+
+// Long chains, where the MIP proves nothing: never above Chen's segments, never below the
+// baseline, and with every tensor the budget allows kept, exactly the baseline.
+TEST(RevolveChain, LongChainsBetweenBaselineAndChen) {
+  const std::size_t n = 200;
+  const Program p = chain_program(n, kTensor);
+  const double baseline = 2.0 * n + 1;
+  for (std::size_t b : {8, 12, 16, 29, 40}) {
+    const auto revolve = revolve_compute(p, b * kTensor, CostModel::Unit);
+    ASSERT_TRUE(revolve) << "budget " << b;
+    EXPECT_GT(*revolve, baseline) << "budget " << b;
+    if (const auto chen = chen_sqrt_compute(p, b * kTensor, CostModel::Unit)) {
+      EXPECT_LE(*revolve, *chen) << "budget " << b;
+    }
+  }
+  EXPECT_DOUBLE_EQ(*revolve_compute(p, (n + 2) * kTensor, CostModel::Unit), baseline);
+  EXPECT_FALSE(revolve_compute(p, 2 * kTensor, CostModel::Unit));
+}
+
 // `dtr_chain --length 3` as the pool traced it.
 constexpr const char* kChainTrace = R"({"INSTRUCTION":"ANNOTATE","ANNOTATION":"START"}
 {"INSTRUCTION":"CONSTANT","NAME":"x1"}
