@@ -37,4 +37,21 @@ std::optional<ChainShape> chain_shape(const OpGraph& g) {
   return shape;
 }
 
+void keep_cheaper(const OpGraph& graph, std::size_t budget_bytes, std::vector<std::uint32_t> steps,
+                  std::optional<std::vector<std::uint32_t>>& best, ScheduleCost& best_cost) {
+  const ScheduleCost cost = play_schedule(graph, steps);
+  if (cost.peak_bytes > budget_bytes) return;
+  if (!best || cost.compute < best_cost.compute ||
+      (cost.compute == best_cost.compute && cost.peak_bytes < best_cost.peak_bytes))
+    best = std::move(steps), best_cost = cost;
+}
+
+std::optional<double> chain_schedule_compute(const Program& program, std::size_t budget_bytes,
+                                             CostModel cost, ChainScheduler scheduler) {
+  const OpGraph graph = build_op_graph(program, cost);
+  const auto steps = scheduler(graph, budget_bytes);
+  if (!steps) return std::nullopt;
+  return play_schedule(graph, *steps).compute;
+}
+
 }  // namespace remat::sim

@@ -21,4 +21,14 @@ struct ChainShape {
 
 std::optional<ChainShape> chain_shape(const OpGraph& g);
 
+// Keeps `steps` as `best` when it fits the budget and computes less than `best` (or as much at
+// a lower peak).
+void keep_cheaper(const OpGraph& graph, std::size_t budget_bytes, std::vector<std::uint32_t> steps,
+                  std::optional<std::vector<std::uint32_t>>& best, ScheduleCost& best_cost);
+
+// The compute of the schedule `scheduler` finds for `program` under the budget, or nullopt.
+using ChainScheduler = std::optional<std::vector<std::uint32_t>> (*)(const OpGraph&, std::size_t);
+std::optional<double> chain_schedule_compute(const Program& program, std::size_t budget_bytes,
+                                             CostModel cost, ChainScheduler scheduler);
+
 }  // namespace remat::sim

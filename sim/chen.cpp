@@ -50,23 +50,14 @@ std::optional<std::vector<std::uint32_t>> chen_schedule(const OpGraph& graph,
   std::optional<std::vector<std::uint32_t>> best;
   ScheduleCost best_cost;
   for (std::size_t k = 1; k <= shape->forward; ++k)
-    for (bool keep_top : {true, false}) {
-      auto steps = segments(*shape, k, keep_top);
-      const ScheduleCost cost = play_schedule(graph, steps);
-      if (cost.peak_bytes > budget_bytes) continue;
-      if (!best || cost.compute < best_cost.compute ||
-          (cost.compute == best_cost.compute && cost.peak_bytes < best_cost.peak_bytes))
-        best = std::move(steps), best_cost = cost;
-    }
+    for (bool keep_top : {true, false})
+      keep_cheaper(graph, budget_bytes, segments(*shape, k, keep_top), best, best_cost);
   return best;
 }
 
 std::optional<double> chen_sqrt_compute(const Program& program, std::size_t budget_bytes,
                                         CostModel cost) {
-  const OpGraph graph = build_op_graph(program, cost);
-  const auto steps = chen_schedule(graph, budget_bytes);
-  if (!steps) return std::nullopt;
-  return play_schedule(graph, *steps).compute;
+  return chain_schedule_compute(program, budget_bytes, cost, chen_schedule);
 }
 
 }  // namespace remat::sim

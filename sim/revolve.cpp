@@ -63,7 +63,7 @@ class Revolve {
   // that reads activation i.
   template <class Forward, class Backward>
   void emit(Forward&& forward, Backward&& backward) const {
-    sweep(0, l_max_, c_max_, forward, backward);
+    walk(0, l_max_, c_max_, true, forward, backward);
   }
 
  private:
@@ -80,31 +80,20 @@ class Revolve {
     return static_cast<std::size_t>(at(t, l, c));
   }
 
+  // Reverses the segment of l steps from activation a with c slots; `first` while it is part
+  // of the original forward sweep, whose last step computes the chain's output.
   template <class Forward, class Backward>
-  void sweep(std::size_t a, std::size_t l, std::size_t c, Forward& forward,
-             Backward& backward) const {
+  void walk(std::size_t a, std::size_t l, std::size_t c, bool first, Forward& forward,
+            Backward& backward) const {
     if (l == 1) {
-      forward(a);  // the chain's last call: its result is not read
+      if (first) forward(a);  // the chain's last call: its result is not read
       backward(a);
       return;
     }
-    const std::size_t j = split(sweep_split_, l, c);
+    const std::size_t j = split(first ? sweep_split_ : reverse_split_, l, c);
     for (std::size_t k = a; k < a + j; ++k) forward(k);
-    sweep(a + j, l - j, c - 1, forward, backward);
-    reverse(a, j, c, forward, backward);
-  }
-
-  template <class Forward, class Backward>
-  void reverse(std::size_t a, std::size_t l, std::size_t c, Forward& forward,
-               Backward& backward) const {
-    if (l == 1) {
-      backward(a);
-      return;
-    }
-    const std::size_t j = split(reverse_split_, l, c);
-    for (std::size_t k = a; k < a + j; ++k) forward(k);
-    reverse(a + j, l - j, c - 1, forward, backward);
-    reverse(a, j, c, forward, backward);
+    walk(a + j, l - j, c - 1, first, forward, backward);
+    walk(a, j, c, false, forward, backward);
   }
 
   std::size_t l_max_, c_max_;
@@ -112,7 +101,7 @@ class Revolve {
 };
 
 // The schedule for `slots`, or nullopt when the recursion finds none.
-std::optional<std::vector<std::uint32_t>> schedule_with(const OpGraph& g, const ChainShape& shape,
+std::optional<std::vector<std::uint32_t>> schedule_with(const ChainShape& shape,
                                                         std::size_t slots) {
   const Revolve plan(shape.forward, slots);
   if (!plan.feasible()) return std::nullopt;
@@ -130,7 +119,6 @@ std::optional<std::vector<std::uint32_t>> schedule_with(const OpGraph& g, const 
     }
   };
   plan.emit(forward, backward);
-  (void)g;
   return steps;
 }
 
@@ -169,22 +157,15 @@ std::optional<std::vector<std::uint32_t>> revolve_schedule(const OpGraph& graph,
   const std::size_t slots = (budget_bytes - held) / *unit - 1;  // one for the incoming gradient
   std::optional<std::vector<std::uint32_t>> best;
   ScheduleCost best_cost;
-  for (std::size_t s : {slots, slots + 1, slots > 0 ? slots - 1 : slots}) {
-    auto steps = schedule_with(graph, *shape, std::min(s, shape->forward + 1));
-    if (!steps) continue;
-    const ScheduleCost cost = play_schedule(graph, *steps);
-    if (cost.peak_bytes > budget_bytes) continue;
-    if (!best || cost.compute < best_cost.compute) best = std::move(steps), best_cost = cost;
-  }
+  for (std::size_t s : {slots, slots + 1, slots > 0 ? slots - 1 : slots})
+    if (auto steps = schedule_with(*shape, std::min(s, shape->forward + 1)))
+      keep_cheaper(graph, budget_bytes, std::move(*steps), best, best_cost);
   return best;
 }
 
 std::optional<double> revolve_compute(const Program& program, std::size_t budget_bytes,
                                       CostModel cost) {
-  const OpGraph graph = build_op_graph(program, cost);
-  const auto steps = revolve_schedule(graph, budget_bytes);
-  if (!steps) return std::nullopt;
-  return play_schedule(graph, *steps).compute;
+  return chain_schedule_compute(program, budget_bytes, cost, revolve_schedule);
 }
 
 }  // namespace remat::sim
