@@ -76,12 +76,15 @@ void broadcast_values(Communicator& comm, const std::vector<Tensor>& tensors,
 // Every rank must hold the same parameters: compares a fingerprint of their shapes and dtypes
 // with rank 0's.
 void check_same_parameters(Communicator& comm, const std::vector<Tensor>& params) {
-  std::int64_t fingerprint[3] = {static_cast<std::int64_t>(params.size()), 0, 0};
+  // Count, elements, and a hash of every shape and dtype (unsigned: it wraps by design).
+  std::uint64_t fingerprint[3] = {params.size(), 0, 0};
   for (const Tensor& p : params) {
-    fingerprint[1] += p.numel();
-    fingerprint[2] = fingerprint[2] * 31 + p.dim() * 7 + static_cast<std::int64_t>(p.dtype());
+    fingerprint[1] += static_cast<std::uint64_t>(p.numel());
+    std::uint64_t h = static_cast<std::uint64_t>(p.dtype()) + 1;
+    for (const std::int64_t d : p.shape()) h = h * 1000003u + static_cast<std::uint64_t>(d);
+    fingerprint[2] = fingerprint[2] * 31u + h;
   }
-  std::int64_t root[3] = {fingerprint[0], fingerprint[1], fingerprint[2]};
+  std::uint64_t root[3] = {fingerprint[0], fingerprint[1], fingerprint[2]};
   broadcast(comm, root, sizeof root, 0, "DistributedDataParallel: parameter check");
   REMAT_CHECK(root[0] == fingerprint[0] && root[1] == fingerprint[1] && root[2] == fingerprint[2],
               "DistributedDataParallel: rank {} has {} parameters of {} elements, rank 0 has {} "
