@@ -195,6 +195,7 @@ std::optional<double> optimum(const Program& p, const Baseline& base, const RunR
                               const Flags& f, CostModel cost, Reporter& out) {
   RunRow row = at;
   row.result = {};
+  row.overhead.reset();
   if (!at.budget_bytes) return std::nullopt;
   if (const auto exact = revolve_compute(p, *at.budget_bytes, cost)) {
     // A chain: binomial checkpointing is the optimum at any length, the MIP unnecessary.
