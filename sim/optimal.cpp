@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cmath>
 #include <numeric>
+#include <unordered_map>
 
 #include "core/error.h"
 #include "sim/cbc_solve.h"
@@ -302,7 +303,8 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 }  // namespace
 
 OptimalSchedule optimal_schedule(const OpGraph& graph, std::size_t budget_bytes,
-                                 double time_limit_seconds) {
+                                 double time_limit_seconds,
+                                 const std::vector<std::vector<std::uint32_t>>& starts) {
   const auto t0 = std::chrono::steady_clock::now();
   OptimalSchedule out{{OptimalResult::Status::TooLarge}, {}};
   auto done = [&](OptimalResult::Status status) {
@@ -326,10 +328,16 @@ OptimalSchedule optimal_schedule(const OpGraph& graph, std::size_t budget_bytes,
   double start_cost = kInf;
   auto consider = [&](std::optional<std::vector<std::uint32_t>> steps) {
     if (!steps) return;
-    const ScheduleCost c = play_schedule(graph, *steps);
+    ScheduleCost c;
+    try {
+      c = play_schedule(graph, *steps);
+    } catch (const Error&) {
+      return;  // a given start the graph's rules refuse (e.g. a write the replay made a copy of)
+    }
     if (c.peak_bytes <= budget_bytes && c.compute < start_cost)
       start = std::move(steps), start_cost = c.compute;
   };
+  for (const auto& steps : starts) consider(steps);
   consider(chen_schedule(graph, budget_bytes));
   consider(greedy_schedule(graph, budget_bytes, GreedyRule::CheapestPerByte));
   consider(greedy_schedule(graph, budget_bytes, GreedyRule::FurthestUse));
@@ -365,15 +373,33 @@ OptimalSchedule optimal_schedule(const OpGraph& graph, std::size_t budget_bytes,
 }
 
 OptimalResult optimal_compute(const Program& program, std::size_t budget_bytes, CostModel cost,
-                              double time_limit_seconds) {
+                              double time_limit_seconds,
+                              const std::vector<std::vector<std::size_t>>& starts) {
   const auto t0 = std::chrono::steady_clock::now();
   std::size_t calls = 0;
   for (const Event& e : program.events)
     calls +=
         e.kind == EventKind::Call || e.kind == EventKind::Mutate || e.kind == EventKind::Access;
   if (calls > kMaxOptimalCalls) return {OptimalResult::Status::TooLarge, 0, 0, seconds_since(t0)};
-  OptimalResult r =
-      optimal_schedule(build_op_graph(program, cost), budget_bytes, time_limit_seconds).result;
+  const OpGraph graph = build_op_graph(program, cost);
+  // Input lines to node ids: every node is one event's (calls, mutations, pins, accesses).
+  std::unordered_map<std::size_t, std::uint32_t> node_of_line;
+  for (std::uint32_t k = 0; k < graph.nodes.size(); ++k) node_of_line[graph.nodes[k].line] = k;
+  std::vector<std::vector<std::uint32_t>> node_starts;
+  for (const auto& lines : starts) {
+    std::vector<std::uint32_t> steps;
+    bool known = true;
+    for (const std::size_t line : lines) {
+      const auto it = node_of_line.find(line);
+      if (it == node_of_line.end()) {
+        known = false;
+        break;
+      }
+      steps.push_back(it->second);
+    }
+    if (known) node_starts.push_back(std::move(steps));
+  }
+  OptimalResult r = optimal_schedule(graph, budget_bytes, time_limit_seconds, node_starts).result;
   r.seconds = seconds_since(t0);
   return r;
 }

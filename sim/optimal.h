@@ -29,8 +29,12 @@ inline constexpr std::size_t kMaxOptimalCalls = 250;
 
 // Minimum total compute (original + recomputation, in the units of `cost`) of `program` with
 // resident bytes <= budget_bytes (constants included), Checkmate-style MIP solved by CBC.
+// `starts`: schedules to start CBC from besides its own quick ones (a heuristic's replay,
+// ReplayResult::schedule_lines: input lines in execution order); those that do not fit the
+// budget or the graph's rules are skipped.
 OptimalResult optimal_compute(const Program& program, std::size_t budget_bytes, CostModel cost,
-                              double time_limit_seconds);
+                              double time_limit_seconds,
+                              const std::vector<std::vector<std::size_t>>& starts = {});
 
 // The same on a built graph, also returning the best schedule found: node ids in execution
 // order (empty when none), which play_schedule replays within the budget.
@@ -39,7 +43,8 @@ struct OptimalSchedule {
   std::vector<std::uint32_t> steps;
 };
 OptimalSchedule optimal_schedule(const OpGraph& graph, std::size_t budget_bytes,
-                                 double time_limit_seconds);
+                                 double time_limit_seconds,
+                                 const std::vector<std::vector<std::uint32_t>>& starts = {});
 
 // Chen et al.'s sqrt(n) segment schedule for a linear chain; nullopt when the program is not a
 // chain or does not fit.

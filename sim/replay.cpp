@@ -18,6 +18,7 @@ struct Account {
   double compute = 0;
   double recompute = 0;
   double limit = std::numeric_limits<double>::infinity();
+  std::vector<std::size_t>* lines = nullptr;  // executions in order, when recording
 
   void add(double cost) {
     compute += cost;
@@ -34,6 +35,7 @@ class SimProducer final : public Producer {
   void execute(std::span<const KernelArg>, std::span<const KernelArg>) const override {
     account_.recompute += cost_;
     account_.add(cost_);
+    if (account_.lines) account_.lines->push_back(event_.line);
   }
 
  private:
@@ -47,6 +49,12 @@ class SimProducer final : public Producer {
 TensorMeta meta_of(std::size_t bytes) {
   return TensorMeta::contiguous({static_cast<std::int64_t>((bytes + 3) / 4)}, DType::Float32,
                                 Device::cpu());
+}
+
+// The events that are nodes of the op graph (sim/op_graph.h).
+bool runs_as_node(EventKind k) {
+  return k == EventKind::Call || k == EventKind::Mutate || k == EventKind::Pin ||
+         k == EventKind::Access;
 }
 
 class Replayer {
@@ -93,11 +101,13 @@ class Replayer {
 
   ReplayResult run() {
     ReplayResult result;
+    if (options_.record_schedule) account_.lines = &result.schedule_lines;
     std::size_t resident_peak = 0;
     try {
       for (const Event& e : program_.events) {
         event_ = &e;
         step(e);
+        if (account_.lines && runs_as_node(e.kind)) account_.lines->push_back(e.line);
         // Held minus resident when the resident bytes reach their peak: what the budget lost to
         // the segments' fragmentation where memory is tightest.
         if (options_.segments && pool_->resident_bytes() >= resident_peak) {
@@ -118,6 +128,7 @@ class Replayer {
       REMAT_THROW("{}:{}: replaying {}: {}", program_.source, event_->line, describe(*event_),
                   e.what());
     }
+    account_.lines = nullptr;
     const DtrStats s = pool_->total_stats();
     result.compute = account_.compute;
     result.recompute = account_.recompute;

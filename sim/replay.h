@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "dtr/config.h"
 #include "sim/program.h"
@@ -38,6 +39,9 @@ struct ReplayOptions {
     bool single_victim = false;
     static PrototypeRules all() { return {true, true, true, true, true}; }
   } prototype;
+  // Keep the order of executions (ReplayResult::schedule_lines), for the optimum's MIP to
+  // start from.
+  bool record_schedule = false;
 };
 
 enum class ReplayStatus : std::uint8_t { Ok, Thrash, Infeasible };
@@ -53,6 +57,10 @@ struct ReplayResult {
   std::uint64_t fragmentation_evictions = 0;    // victims chosen to join free blocks
   std::size_t fragmentation_at_peak_bytes = 0;  // held minus resident when resident peaks
   std::string message;                          // why an infeasible run stopped
+  // With record_schedule: the input line of every call, mutation, pin and access in the order
+  // they ran, rematerializations included (a static schedule, as play_schedule takes it once
+  // lines become graph nodes).
+  std::vector<std::size_t> schedule_lines;
 };
 
 // Throws remat::Error naming the input and line when an event cannot be replayed (not for

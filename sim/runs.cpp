@@ -14,6 +14,7 @@ ReplayOptions replay_options(const RunOptions& o) {
   r.sample = o.sample;
   r.segments = o.segments;
   r.prototype = o.prototype;
+  r.record_schedule = o.record_schedule;
   return r;
 }
 

@@ -25,6 +25,7 @@ struct RunOptions {
   double thrash_limit = 2;  // <= 0: no limit
   bool segments = false;    // ReplayOptions::segments: a GPU's segment allocator
   ReplayOptions::PrototypeRules prototype;
+  bool record_schedule = false;  // ReplayOptions::record_schedule
 };
 // "all", "none", or a comma-separated list of exact-sizes, full-scan, compute-clock,
 // keep-stamp, single-victim; "all-but:RULE" for every rule but one.

@@ -191,8 +191,10 @@ void chen_row(const Program& p, const RunRow& at, const Baseline& base, CostMode
 
 // The optimum at one budget (binomial checkpointing on a chain, else the MIP): compute and a
 // note on how it was found.
-std::optional<double> optimum(const Program& p, const Baseline& base, const RunRow& at,
+std::optional<double> optimum(const Program& p, const Baseline& base,
+                              const std::vector<std::pair<std::string, RunRow>>& runs,
                               const Flags& f, CostModel cost, Reporter& out) {
+  const RunRow& at = runs.front().second;
   RunRow row = at;
   row.result = {};
   row.overhead.reset();
@@ -206,7 +208,11 @@ std::optional<double> optimum(const Program& p, const Baseline& base, const RunR
     chen_row(p, at, base, cost, out);
     return exact;
   }
-  const OptimalResult o = optimal_compute(p, *at.budget_bytes, cost, f.time_limit);
+  // CBC starts from the best of its own quick schedules and the heuristics' replays.
+  std::vector<std::vector<std::size_t>> starts;
+  for (const auto& [name, r] : runs)
+    if (r.result.status == ReplayStatus::Ok) starts.push_back(r.result.schedule_lines);
+  const OptimalResult o = optimal_compute(p, *at.budget_bytes, cost, f.time_limit, starts);
   std::string note;
   std::optional<double> best;
   switch (o.status) {
@@ -259,6 +265,7 @@ int run(const Flags& f) {
   opts.thrash_limit = f.thrash_limit;
   opts.segments = f.segments;
   opts.prototype = prototype_rules_from(f.prototype);
+  opts.record_schedule = f.optimal;  // the heuristics' schedules start the MIP
   Reporter out(f);
   double parse_seconds = 0, replay_seconds = 0;
   std::size_t runs = 0;
@@ -285,8 +292,7 @@ int run(const Flags& f) {
           ++runs;
           line.push_back(rows.back().second.overhead);
         }
-        if (f.optimal && !rows.empty())
-          best = optimum(p, base, rows.front().second, f, opts.cost, out);
+        if (f.optimal && !rows.empty()) best = optimum(p, base, rows, f, opts.cost, out);
         for (const auto& [name, row] : rows) {
           std::optional<double> vs;
           if (best && *best > 0 && row.result.status == ReplayStatus::Ok)

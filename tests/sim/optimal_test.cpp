@@ -178,6 +178,33 @@ TEST(RevolveChain, LongChainsBetweenBaselineAndChen) {
   EXPECT_FALSE(revolve_compute(p, 2 * kTensor, CostModel::Unit));
 }
 
+// A heuristic's replay, recorded as a schedule, replays statically with the same compute
+// within the budget, and the MIP started from it ends no worse.
+TEST(OptimalStart, AHeuristicsReplayIsAStartTheResultNeverExceeds) {
+  const Program p = chain_program(24, kTensor);
+  const OpGraph g = build_op_graph(p, CostModel::Unit);
+  ReplayOptions r;
+  r.budget = 9 * kTensor;
+  r.cost = CostModel::Unit;
+  r.heuristic = Heuristic::Lru;
+  r.record_schedule = true;
+  const ReplayResult res = replay(p, r);
+  ASSERT_EQ(res.status, ReplayStatus::Ok);
+  ASSERT_GT(res.rematerializations, 0u);
+  std::vector<std::uint32_t> steps;
+  for (const std::size_t line : res.schedule_lines)
+    for (std::uint32_t k = 0; k < g.nodes.size(); ++k)
+      if (g.nodes[k].line == line) steps.push_back(k);
+  ASSERT_EQ(steps.size(), res.schedule_lines.size());
+  const ScheduleCost played = play_schedule(g, steps);
+  EXPECT_DOUBLE_EQ(played.compute, res.compute);
+  EXPECT_LE(played.peak_bytes, *r.budget);
+  const auto opt = optimal_compute(p, *r.budget, CostModel::Unit, 2.0, {res.schedule_lines});
+  ASSERT_NE(opt.status, Status::Infeasible);
+  EXPECT_LE(opt.compute, res.compute + 1e-9);
+  EXPECT_LE(opt.lower_bound, opt.compute + 1e-9);
+}
+
 // `dtr_chain --length 3` as the pool traced it.
 constexpr const char* kChainTrace = R"({"INSTRUCTION":"ANNOTATE","ANNOTATION":"START"}
 {"INSTRUCTION":"CONSTANT","NAME":"x1"}
