@@ -104,7 +104,9 @@ struct DistributedDataParallel::State {
   struct Bucket {
     DType dtype = DType::Float32;
     std::size_t count = 0;
-    Tensor flat, scratch;  // constants of the pool: counted in the budget
+    // Constants of the pool, so the budget counts them: the gradients' home (each parameter's
+    // gradient is a view of its slice) and, while the ring runs, its receive buffer.
+    Tensor flat, scratch;
     std::vector<std::size_t> slots;
     std::size_t pending = 0;
     std::unique_ptr<RingAllreduce> ring;
@@ -132,6 +134,9 @@ struct DistributedDataParallel::State {
                 static_cast<std::size_t>(g.numel()) * esize);
     slot.ready = true;
     --b.pending;
+    // From now on the parameter's gradient lives in the bucket (the sum, until finish_pass
+    // averages it), so the engine's cell can go.
+    slot.param.set_grad(slice_of(slot));
     launch_ready();
     for (std::size_t k = 0; k < next_launch; ++k) buckets[k].ring->progress();
     stats.communication_seconds += seconds_since(t0);
@@ -154,6 +159,8 @@ struct DistributedDataParallel::State {
   void launch_ready() {
     while (next_launch < buckets.size() && buckets[next_launch].pending == 0) {
       Bucket& b = buckets[next_launch];
+      b.scratch = zero_constant(RingAllreduce::scratch_elements(b.count, comm->size()), b.dtype);
+      b.scratch.storage()->set_role(StorageRole::Gradient);
       b.ring = std::make_unique<RingAllreduce>(
           *comm, raw_bytes(b.flat), b.dtype, b.count,
           b.scratch.numel() > 0 ? raw_bytes(b.scratch) : nullptr,
@@ -178,33 +185,42 @@ struct DistributedDataParallel::State {
     }
     launch_ready();
     const auto w0 = Clock::now();
-    for (Bucket& b : buckets) b.ring->wait();
+    for (Bucket& b : buckets) {
+      b.ring->wait();
+      b.scratch = Tensor();  // only while the ring runs
+    }
     stats.wait_seconds += seconds_since(w0);
-    // The average, as each parameter's new gradient (a constant: the engine's cell may be
-    // shared with other gradients of the pass, so it is not written in place).
+    // The average, in the bucket; each parameter's gradient becomes a view of its slice (the
+    // engine's gradient cell may be shared with other gradients of the pass, so it is never
+    // written in place), so gradients cost no memory beyond the buckets between steps.
     const int ranks = comm->size();
+    NoGradGuard no_grad;
+    for (Bucket& b : buckets) {
+      if (ranks > 1 && b.dtype == DType::Float32)
+        average(reinterpret_cast<float*>(raw_bytes(b.flat)), b.count, ranks);
+      if (ranks > 1 && b.dtype == DType::Float64)
+        average(reinterpret_cast<double*>(raw_bytes(b.flat)), b.count, ranks);
+    }
     for (Slot& s : slots) {
-      const Bucket& b = buckets[s.bucket];
-      const std::byte* src = raw_bytes(b.flat) + s.offset * element_size(b.dtype);
-      const auto n = static_cast<std::size_t>(s.param.numel());
-      const auto meta = TensorMeta::contiguous(s.param.shape(), s.param.dtype(), Device::cpu());
-      s.param.set_grad(nn::detail::constant_filled(meta, [&](void* out) {
-        if (b.dtype == DType::Float32) {
-          average(static_cast<float*>(out), reinterpret_cast<const float*>(src), n, ranks);
-        } else {
-          average(static_cast<double*>(out), reinterpret_cast<const double*>(src), n, ranks);
-        }
-      }));
-      stats.bytes_reduced += static_cast<std::int64_t>(n * element_size(b.dtype));
+      s.param.set_grad(slice_of(s));
+      stats.bytes_reduced += static_cast<std::int64_t>(s.param.meta().nbytes());
     }
     ++stats.reductions;
     stats.communication_seconds += seconds_since(t0);
   }
 
+  // The slot's part of its bucket, shaped as the parameter.
+  Tensor slice_of(const Slot& s) const {
+    NoGradGuard no_grad;
+    const auto n = s.param.numel();
+    return view(narrow(buckets[s.bucket].flat, 0, static_cast<std::int64_t>(s.offset), n),
+                s.param.shape());
+  }
+
   template <class T>
-  static void average(T* out, const T* sum, std::size_t n, int ranks) {
+  static void average(T* sum, std::size_t n, int ranks) {
     const T r = static_cast<T>(ranks);
-    for (std::size_t i = 0; i < n; ++i) out[i] = sum[i] / r;
+    for (std::size_t i = 0; i < n; ++i) sum[i] /= r;
   }
 };
 
@@ -254,7 +270,7 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> mod
   }
   for (State::Bucket& b : state_->buckets) {
     b.flat = zero_constant(b.count, b.dtype);
-    b.scratch = zero_constant(RingAllreduce::scratch_elements(b.count, comm.size()), b.dtype);
+    b.flat.storage()->set_role(StorageRole::Gradient);  // OutOfBudget's breakdown
   }
   const std::weak_ptr<State> weak = state_;
   for (std::size_t i = 0; i < state_->slots.size(); ++i) {

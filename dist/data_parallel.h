@@ -3,8 +3,10 @@
 // parameters and buffers to every rank; after each backward() the gradients are averaged over
 // the ranks, bucket by bucket, each bucket's ring allreduce starting as soon as backward has
 // produced all of its gradients and advancing while backward goes on.
-// Buckets and the ring's scratch are constants of the parameters' pool, so the budget counts
-// them.  The reduction order is fixed (dist/collectives.h): runs are bit-identical.
+// Each parameter's gradient is a view of its slice of a bucket (PyTorch's
+// gradient_as_bucket_view); buckets and the ring's receive buffers are constants of the
+// parameters' pool, so the budget counts them.  The reduction order is fixed
+// (dist/collectives.h): runs are bit-identical.
 // Usage: auto& world = dist::init();
 //        dist::DistributedDataParallel ddp(model, world);
 //        nn::SGD opt(model->parameters(), {...});

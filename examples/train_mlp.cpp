@@ -1,11 +1,14 @@
 // Trains a multi-layer perceptron on Fashion-MNIST (or, with --random-data, on a random
 // classification task whose labels come from a fixed random "teacher") under a DTR budget.
+// Under `mpirun -np N` it trains data-parallel, as train_resnet does (--batch-size per rank).
 // Usage: train_mlp --epochs 1 --hidden 1024 --layers 2 --budget 0.5 [--random-data]
+//        mpirun -np 2 train_mlp --threads 1 --random-data --steps 100
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
+#include "examples/common/dist_flags.h"
 #include "examples/common/dtr_flags.h"
 #include "examples/common/progress.h"
 #include "examples/common/train_flags.h"
@@ -25,15 +28,18 @@ int main(int argc, char** argv) {
   std::int64_t hidden = 1024;
   bool random_data = false;
   examples::DtrFlags dtr;
+  examples::DistFlags dist_flags;
   f.add_to(app);
   app.add_option("--hidden", hidden, "units per hidden layer")
       ->check(examples::whole_in_range<std::int64_t>(1, 1 << 20));
   app.add_option("--layers", layers, "hidden layers")->check(examples::whole_in_range(1, 100000));
   app.add_flag("--random-data", random_data, "train on generated data instead of Fashion-MNIST");
   dtr.add_to(app);
+  dist_flags.add_to(app);
   CLI11_PARSE(app, argc, argv);
 
   try {
+    dist::Communicator& world = dist_flags.init();
     f.apply();
     const auto limit = &examples::TrainFlags::limit;
     std::shared_ptr<const nn::Dataset> train_set, test_set;
@@ -54,10 +60,14 @@ int main(int argc, char** argv) {
       test_set = std::make_shared<nn::HostDataset>(
           nn::load_fashion_mnist(f.data_dir, nn::Split::Test, limit(f.test_limit)));
     }
-    nn::DataLoader train_loader(
-        train_set,
-        {.batch_size = f.batch_size, .shuffle = true, .drop_last = true, .seed = f.seed});
-    nn::DataLoader test_loader(test_set, {.batch_size = f.batch_size});
+    nn::DataLoader train_loader(train_set, {.batch_size = f.batch_size,
+                                            .shuffle = true,
+                                            .drop_last = true,
+                                            .seed = f.seed,
+                                            .world_size = world.size(),
+                                            .rank = world.rank()});
+    nn::DataLoader test_loader(
+        test_set, {.batch_size = f.batch_size, .world_size = world.size(), .rank = world.rank()});
 
     auto model = std::make_shared<nn::Sequential>();
     model->push_back(std::make_shared<nn::Flatten>());
@@ -73,6 +83,7 @@ int main(int argc, char** argv) {
       nn::load(*model, f.resume_path);
       nn::load(optimizer, f.resume_path + ".optim");
     }
+    dist::DistributedDataParallel ddp(model, world, dist_flags.options());
 
     Pool& pool = Pool::of(Device::cpu());
     dtr.configure(pool);
@@ -85,7 +96,7 @@ int main(int argc, char** argv) {
         if (step >= total) break;
         const auto t0 = std::chrono::steady_clock::now();
         {
-          Tensor logits = model->forward(batch.inputs);
+          Tensor logits = ddp(batch.inputs);
           Tensor loss = cross_entropy(logits, batch.targets);
           optimizer.zero_grad();
           backward(loss);
@@ -105,16 +116,18 @@ int main(int argc, char** argv) {
     }
     progress.finish();
     const nlohmann::json dtr_json = examples::dtr_summary(pool, dtr);
-    double correct = 0, seen = 0;
+    double counts[2] = {0, 0};  // correct, seen: over every rank's shard of the test set
     {
       NoGradGuard no_grad;
       for (const auto& batch : test_loader) {
         Tensor pred = argmax(model->forward(batch.inputs), 1);
-        correct += sum(to_dtype(eq(pred, batch.targets), DType::Float64)).item<double>();
-        seen += static_cast<double>(batch.targets.numel());
+        counts[0] += sum(to_dtype(eq(pred, batch.targets), DType::Float64)).item<double>();
+        counts[1] += static_cast<double>(batch.targets.numel());
       }
     }
-    if (!f.save_path.empty()) {
+    dist::allreduce_sum(world, counts, "test accuracy");
+    const double correct = counts[0], seen = counts[1];
+    if (!f.save_path.empty() && dist_flags.is_root()) {
       nn::save(*model, f.save_path);
       nn::save(optimizer, f.save_path + ".optim");
     }
@@ -127,10 +140,11 @@ int main(int argc, char** argv) {
         {"ms_per_step", step > 0 ? train_ms / static_cast<double>(step) : 0.0},
         {"threads", f.threads}};
     summary.update(dtr_json);
+    summary.update(examples::DistFlags::summary(ddp));
     std::printf("%s\n", summary.dump().c_str());
   } catch (const std::exception& e) {
     std::fprintf(stderr, "train_mlp: %s\n", e.what());
-    return 1;
+    return dist_flags.fail(1);
   }
   return 0;
 }

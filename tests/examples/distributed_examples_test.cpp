@@ -27,9 +27,11 @@ class DistributedResnet : public ::testing::Test {
     if (!std::filesystem::exists(nn::kFashionMnistDir))
       GTEST_SKIP() << "Fashion-MNIST is not installed (apt-get install dataset-fashion-mnist)";
   }
-  // Runs train_resnet on `ranks` processes; returns its summary, checking there is one.
-  nlohmann::json run(int ranks, const std::string& args) {
-    const std::string program = std::string(REMAT_EXAMPLES_DIR) + "/train_resnet --threads 1 ";
+  // Runs train_resnet (or `example`) on `ranks` processes; returns its summary, checking there
+  // is one.
+  nlohmann::json run(int ranks, const std::string& args,
+                     const std::string& example = "train_resnet") {
+    const std::string program = std::string(REMAT_EXAMPLES_DIR) + "/" + example + " --threads 1 ";
     const CommandResult r =
         testing::run_command((ranks > 1 ? mpirun_ + " " : std::string()) + program + args);
     EXPECT_EQ(r.status, 0) << r.output;
@@ -80,6 +82,16 @@ TEST_F(DistributedResnet, CheckpointsMoveBetweenRankCounts) {
   EXPECT_TRUE(std::isfinite(two["final_loss"].get<double>()));
   for (const auto& p : {a, b, c})
     for (const auto& suffix : {"", ".optim"}) std::filesystem::remove(p + suffix);
+}
+
+TEST_F(DistributedResnet, TrainMlpRunsUnderMpirunToo) {
+  const auto two = run(2,
+                       "--random-data --steps 4 --hidden 64 --batch-size 64 --train-limit 1024 "
+                       "--test-limit 256 --budget none",
+                       "train_mlp");
+  EXPECT_EQ(two["world_size"].get<int>(), 2);
+  EXPECT_TRUE(std::isfinite(two["final_loss"].get<double>()));
+  EXPECT_GT(two["test_accuracy"].get<double>(), 0.0);
 }
 
 }  // namespace
