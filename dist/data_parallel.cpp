@@ -18,21 +18,10 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+using nn::detail::raw_bytes;
+
 double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
-}
-
-// The bytes of a contiguous CPU tensor, valid until the next op call (constants: for good).
-std::byte* raw_bytes(const Tensor& t) {
-  switch (t.dtype()) {
-    case DType::Float32:
-      return reinterpret_cast<std::byte*>(t.data_ptr<float>());
-    case DType::Float64:
-      return reinterpret_cast<std::byte*>(t.data_ptr<double>());
-    case DType::Int64:
-      return reinterpret_cast<std::byte*>(t.data_ptr<std::int64_t>());
-  }
-  REMAT_THROW("unknown dtype");
 }
 
 Tensor zero_constant(std::size_t count, DType dtype) {

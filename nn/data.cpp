@@ -27,6 +27,18 @@ Tensor constant_filled_impl(const TensorMeta& m, void (*fill)(void*, void*), voi
   return Tensor(std::move(impl));
 }
 
+std::byte* raw_bytes(const Tensor& t) {
+  switch (t.dtype()) {
+    case DType::Float32:
+      return reinterpret_cast<std::byte*>(t.data_ptr<float>());
+    case DType::Float64:
+      return reinterpret_cast<std::byte*>(t.data_ptr<double>());
+    case DType::Int64:
+      return reinterpret_cast<std::byte*>(t.data_ptr<std::int64_t>());
+  }
+  REMAT_THROW("unknown dtype");
+}
+
 std::uint64_t mix_seed(std::uint64_t seed, std::uint64_t salt) {
   std::uint64_t z = seed ^ (salt * 0x9E3779B97F4A7C15ull);
   z += 0x9E3779B97F4A7C15ull;
@@ -40,18 +52,6 @@ std::uint64_t mix_seed(std::uint64_t seed, std::uint64_t salt) {
 namespace {
 
 constexpr std::uint64_t kShuffleSalt = 0x5348554646ull;  // "SHUFF"
-
-const void* raw_data(const Tensor& t) {
-  switch (t.dtype()) {
-    case DType::Float32:
-      return t.data_ptr<float>();
-    case DType::Float64:
-      return t.data_ptr<double>();
-    case DType::Int64:
-      return t.data_ptr<std::int64_t>();
-  }
-  REMAT_THROW("unknown dtype");
-}
 
 // Example fields stacked along a new first dim by copying their bytes into one constant.
 Tensor stack_field(const char* field, const std::vector<Tensor>& parts,
@@ -78,7 +78,7 @@ Tensor stack_field(const char* field, const std::vector<Tensor>& parts,
                                  [&](void* out) {
                                    auto* dst = static_cast<std::byte*>(out);
                                    for (std::size_t i = 0; i < dense.size(); ++i)
-                                     std::memcpy(dst + i * row, raw_data(dense[i]), row);
+                                     std::memcpy(dst + i * row, detail::raw_bytes(dense[i]), row);
                                  });
 }
 

@@ -4,6 +4,7 @@
 //        for (const Batch& b : loader) { auto loss = cross_entropy(model(b.inputs), b.targets); }
 #pragma once
 #include <concepts>
+#include <cstddef>
 #include <cstdint>
 #include <iterator>
 #include <memory>
@@ -161,6 +162,9 @@ class DataLoader {
 };
 
 namespace detail {
+// The first byte of a contiguous CPU tensor, valid until the next op call (for a constant, for
+// good: constants never move).
+std::byte* raw_bytes(const Tensor& t);
 // A new constant CPU tensor of `meta` (contiguous) whose bytes `fill` writes in place: data
 // enters the pool with one copy.  If fill throws, nothing is kept.
 Tensor constant_filled_impl(const TensorMeta& meta, void (*fill)(void*, void*), void* ctx);

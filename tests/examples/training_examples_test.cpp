@@ -18,15 +18,14 @@ namespace {
 
 // `env` (e.g. "env PATH=/nonexistent") goes before the program.
 nlohmann::json run_example(const std::string& args, const std::string& env = "") {
-  const std::string cmd = env + " " + std::string(REMAT_EXAMPLES_DIR) + "/" + args + " 2>&1";
-  std::FILE* pipe = popen(cmd.c_str(), "r");
-  if (!pipe) throw Error("cannot run " + cmd);
-  std::string all, last;
-  char buf[8192];
-  while (std::fgets(buf, sizeof buf, pipe)) all += buf, last = buf;
-  const int rc = pclose(pipe);
-  if (rc != 0) throw Error(fmt::format("{} failed ({}):\n{}", cmd, rc, all));
-  return nlohmann::json::parse(last);
+  const std::string cmd = env + " " + std::string(REMAT_EXAMPLES_DIR) + "/" + args;
+  const testing::CommandResult r = testing::run_command(cmd);
+  if (r.status != 0) throw Error(fmt::format("{} failed ({}):\n{}", cmd, r.status, r.output));
+  // The last line of output is the JSON summary.
+  std::string_view out = r.output;
+  while (!out.empty() && out.back() == '\n') out.remove_suffix(1);
+  const auto start = out.rfind('\n');
+  return nlohmann::json::parse(out.substr(start == std::string_view::npos ? 0 : start + 1));
 }
 
 bool ready(std::string* why) {
