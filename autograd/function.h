@@ -10,13 +10,16 @@
 namespace remat {
 
 struct BackwardContext {
-  std::span<const Tensor> grad_outputs;   // one per forward output; zeros where none flowed
-  std::span<const Tensor> saved_inputs;   // undefined where the op did not ask to save
-  std::span<const Tensor> saved_outputs;  // likewise
-  std::span<const bool> needs_input_grad; // false where the input needs no gradient
+  std::span<Tensor> grad_outputs;           // one per forward output; zeros where none flowed
+  std::span<const Tensor> saved_inputs;     // undefined where the op did not ask to save
+  std::span<const Tensor> saved_outputs;    // likewise
+  std::span<const bool> needs_input_grad;   // false where the input needs no gradient
   std::span<const TensorMeta> input_metas;  // always kept: shapes for reducing broadcasts
 
   const Tensor& grad(std::size_t i) const { return grad_outputs[i]; }
+  // Moves gradient i out, so a backward that is done with it (its first op consumed it) does
+  // not hold it, resident, through the rest of its calls; grad(i) is undefined afterwards.
+  Tensor take_grad(std::size_t i) const { return std::move(grad_outputs[i]); }
   const Tensor& input(std::size_t i) const { return saved_inputs[i]; }
   const Tensor& output(std::size_t i) const { return saved_outputs[i]; }
   bool needs(std::size_t i) const { return needs_input_grad[i]; }

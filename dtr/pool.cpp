@@ -645,7 +645,7 @@ void Pool::finish_write(Cell& cell, const Record& mutation) {
     sample_timeline(mutation.producer.get());
 }
 
-bool Pool::freeze_readers(Cell& cell) {
+bool Pool::freeze_readers(Cell& cell, bool or_equal) {
   constexpr std::size_t kMaxWalk = 4096;  // past this, copying is the cheaper bookkeeping
   std::vector<std::shared_ptr<Cell>> stack, freeze, drop;
   std::unordered_set<const Cell*> seen;
@@ -666,7 +666,7 @@ bool Pool::freeze_readers(Cell& cell) {
     stack.pop_back();
     if (d->resident()) {
       bytes += d->nbytes_;
-      if (bytes >= cell.nbytes_) return false;
+      if (bytes > cell.nbytes_ || (bytes == cell.nbytes_ && !or_equal)) return false;
       freeze.push_back(std::move(d));
     } else {
       if (d->has_handles()) return false;  // a tensor may read it: it must stay recomputable
@@ -782,8 +782,11 @@ void Pool::on_last_handle(Cell& cell) {
         free_buffer(cell, CellState::Evicted);
         // Unbudgeted, nothing reads e* yet: set_budget builds the classes when it is needed.
         if (config_.budget) Heuristics::on_evicted(*this, cell);
-      } else if (cell.resident() && !cell.has_live_dependents()) {
-        // A constant nobody can read again.
+      } else if (cell.resident() &&
+                 (!cell.has_live_dependents() || freeze_readers(cell, /*or_equal=*/true))) {
+        // A constant nobody can read again, or one whose readers are resident and no larger:
+        // they stay (frozen) instead.  A gradient the engine let go after its first use (batch
+        // norm's input gradient, read by the ReLU mask's call) is the common case.
         free_buffer(cell, CellState::Banished);
       }
       break;

@@ -147,7 +147,10 @@ class Pool {
   void materialize(Cell& cell, std::string_view op);
   void free_buffer(Cell& cell, CellState next);
   void on_last_handle(Cell& cell);
-  bool freeze_readers(Cell& cell);
+  // Makes the resident readers of `cell` (through evicted ones no tensor holds) constants, so
+  // nothing can replay from it; false, changing nothing, when they hold more bytes than the
+  // cell (as many, unless `or_equal`).
+  bool freeze_readers(Cell& cell, bool or_equal = false);
   void on_cell_created(Cell& cell);
   void on_cell_destroyed(Cell& cell);
   void make_room(std::size_t bytes, std::string_view op);

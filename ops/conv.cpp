@@ -212,8 +212,10 @@ class Conv2dOp final : public Op {
   std::vector<Tensor> backward(const BackwardContext& c) const override {
     const Tensor& g = c.grad(0);
     std::vector<Tensor> grads(c.input_metas.size());
-    if (c.needs(0)) grads[0] = conv2d_backward_input(g, c.input(1), c.input_meta(0).shape, opts_);
+    // The weight's gradient first: while it runs, x and g are pinned, and dx does not exist yet
+    // (the other order holds all three, which sets the smallest budget of a CNN).
     if (c.needs(1)) grads[1] = conv2d_backward_weight(c.input(0), g, c.input_meta(1).shape, opts_);
+    if (c.needs(0)) grads[0] = conv2d_backward_input(g, c.input(1), c.input_meta(0).shape, opts_);
     if (grads.size() == 3 && c.needs(2)) grads[2] = sum(g, {0, 2, 3});
     return grads;
   }

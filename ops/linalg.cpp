@@ -235,8 +235,10 @@ class LinearOp final : public Op {
   std::vector<Tensor> backward(const BackwardContext& c) const override {
     const Tensor& g = c.grad(0);
     std::vector<Tensor> grads(c.input_metas.size());
-    if (c.needs(0)) grads[0] = mm(g, c.input(1));
+    // The weight's gradient first, as conv2d's: x is not needed after it, and a fresh input
+    // gradient is not there to be evicted while it is computed.
     if (c.needs(1)) grads[1] = mm(mT(g), c.input(0));
+    if (c.needs(0)) grads[0] = mm(g, c.input(1));
     if (grads.size() == 3 && c.needs(2)) grads[2] = sum(g, {0});
     return grads;
   }

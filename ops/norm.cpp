@@ -40,19 +40,6 @@ struct Epilogue {
   bool residual = false, relu = false;
 };
 
-// g where the ReLU passed its input (y > 0), else +0, as relu_backward; g itself without the
-// ReLU.  A bit mask rather than a branch or a multiply (inf * 0 is NaN): the loops vectorise.
-template <bool Relu, class T>
-[[gnu::always_inline]] inline T through_relu(T g, T y) {
-  if constexpr (Relu) {
-    using Bits = std::conditional_t<sizeof(T) == 4, std::uint32_t, std::uint64_t>;
-    const Bits mask = Bits(0) - static_cast<Bits>(y > T(0));
-    return std::bit_cast<T>(std::bit_cast<Bits>(g) & mask);
-  } else {
-    return g;
-  }
-}
-
 // Calls f.template operator()<Relu, Residual>(): the epilogue as template arguments, so the
 // kernels' loops have no branch (a conditional load or store keeps them from vectorising).
 template <class F>
@@ -67,22 +54,21 @@ void dispatch_epilogue(Epilogue e, F&& f) {
     f.template operator()<false, false>();
 }
 
-// Both sums batch norm's backward needs, of g through the ReLU mask of y when Relu: sum(g) and
-// sum(g * (x - mean)), each in lane_sum's order, in one pass.
-template <bool Relu, class T>
-std::pair<double, double> lane_sums_centered(const T* g, const T* y, const T* x, std::int64_t n,
-                                             double mean) {
+// Both sums batch norm's backward needs, sum(g) and sum(g * (x - mean)), each in lane_sum's
+// order, in one pass.
+template <class T>
+std::pair<double, double> lane_sums_centered(const T* g, const T* x, std::int64_t n, double mean) {
   double s[8] = {0, 0, 0, 0, 0, 0, 0, 0}, d[8] = {0, 0, 0, 0, 0, 0, 0, 0};
   std::int64_t i = 0;
   for (; i + 8 <= n; i += 8) {
     for (int l = 0; l < 8; ++l) {
-      const double gi = static_cast<double>(through_relu<Relu>(g[i + l], Relu ? y[i + l] : T(0)));
+      const double gi = static_cast<double>(g[i + l]);
       s[l] += gi;
       d[l] += gi * (static_cast<double>(x[i + l]) - mean);
     }
   }
   for (; i < n; ++i) {
-    const double gi = static_cast<double>(through_relu<Relu>(g[i], Relu ? y[i] : T(0)));
+    const double gi = static_cast<double>(g[i]);
     s[i & 7] += gi;
     d[i & 7] += gi * (static_cast<double>(x[i]) - mean);
   }
@@ -104,14 +90,14 @@ std::vector<std::int64_t> all_but_channel(std::int64_t ndim) {
 }
 
 // ------------------------------------------------------------------ batch norm, training
-// The first derivative of BatchNormOp in one op (see BatchNormOp::backward for the formula).
-// Inputs: g, x, mean, invstd, and the gradients reaching mean, invstd and var, then the weight
-// when present, then the output y when the forward ended with a ReLU (its mask).  Outputs: dx,
-// dweight, dbias, and the residual's gradient (g through the ReLU) when the forward added one.
-// Used only when no graph of the gradient is being built, so it needs no derivative of its own.
+// The first derivative of BatchNormOp in one op (see BatchNormOp::backward for the formula), of
+// the gradient g already through the ReLU's mask when the forward ended with one.  Inputs: g, x,
+// mean, invstd, and the gradients reaching mean, invstd and var, then the weight when present.
+// Outputs: dx, dweight, dbias.  Used only when no graph of the gradient is being built, so it
+// needs no derivative of its own.
 class BatchNormBackwardOp final : public Op {
  public:
-  BatchNormBackwardOp(bool has_weight, Epilogue e) : has_weight_(has_weight), e_(e) {}
+  explicit BatchNormBackwardOp(bool has_weight) : has_weight_(has_weight) {}
   std::string_view name() const override { return "batch_norm_backward"; }
   std::vector<TensorMeta> infer(std::span<const TensorMeta> in) const override {
     const TensorMeta& x = in[1];
@@ -120,17 +106,9 @@ class BatchNormBackwardOp final : public Op {
                 "and of one shape",
                 in[0].shape, x.shape);
     const auto stat = TensorMeta::contiguous({x.shape[1]}, x.dtype, x.device);
-    std::vector<TensorMeta> out{TensorMeta::contiguous(x.shape, x.dtype, x.device), stat, stat};
-    if (e_.residual) out.push_back(TensorMeta::contiguous(x.shape, x.dtype, x.device));
-    return out;
+    return {TensorMeta::contiguous(x.shape, x.dtype, x.device), stat, stat};
   }
   void cpu(std::span<const KernelArg> in, std::span<const KernelArg> out) const override {
-    dispatch_epilogue(e_, [&]<bool Relu, bool Residual>() { run<Relu, Residual>(in, out); });
-  }
-
- private:
-  template <bool Relu, bool Residual>
-  void run(std::span<const KernelArg> in, std::span<const KernelArg> out) const {
     const TensorMeta& m = *in[1].meta;
     const std::int64_t n_batch = m.shape[0], channels = m.shape[1];
     const std::int64_t inner = m.numel() / std::max<std::int64_t>(n_batch * channels, 1);
@@ -141,11 +119,9 @@ class BatchNormBackwardOp final : public Op {
       const T *mean = in[2].data<T>(), *invstd = in[3].data<T>();
       const T *g_mean = in[4].data<T>(), *g_invstd = in[5].data<T>(), *g_var = in[6].data<T>();
       const T* w = has_weight_ ? in[7].data<T>() : nullptr;
-      const T* y = Relu ? in[7 + has_weight_].data<T>() : nullptr;
       T* gx = out[0].data<T>();
       T* gw = out[1].data<T>();
       T* gb = out[2].data<T>();
-      T* gr = Residual ? out[3].data<T>() : nullptr;
       // Per channel: dx = g * scale + (x - mean) * a + k.
       struct Coef {
         T mean, scale, a, k;
@@ -169,12 +145,11 @@ class BatchNormBackwardOp final : public Op {
             for (std::int64_t j = 0; j < width; ++j) sg[j] = 0, sgx[j] = 0, mu[j] = mean[c0 + j];
             for (std::int64_t n = 0; n < n_batch; ++n) {
               const std::int64_t row = n * channels + c0;
-              const T* xr = x + row;
+              const T *gr = g + row, *xr = x + row;
 #pragma omp simd
               for (std::int64_t j = 0; j < width; ++j) {
-                const T gj = through_relu<Relu>(g[row + j], Relu ? y[row + j] : T(0));
-                sg[j] += static_cast<double>(gj);
-                sgx[j] += static_cast<double>(gj) *
+                sg[j] += static_cast<double>(gr[j]);
+                sgx[j] += static_cast<double>(gr[j]) *
                           (static_cast<double>(xr[j]) - static_cast<double>(mu[j]));
               }
             }
@@ -184,14 +159,11 @@ class BatchNormBackwardOp final : public Op {
             }
             for (std::int64_t n = 0; n < n_batch; ++n) {
               const std::int64_t row = n * channels + c0;
-              const T* xr = x + row;
+              const T *gr = g + row, *xr = x + row;
               T* o = gx + row;
 #pragma omp simd
-              for (std::int64_t j = 0; j < width; ++j) {
-                const T gj = through_relu<Relu>(g[row + j], Relu ? y[row + j] : T(0));
-                o[j] = gj * scale[j] + (xr[j] - mu[j]) * a[j] + k[j];
-                if constexpr (Residual) gr[row + j] = gj;
-              }
+              for (std::int64_t j = 0; j < width; ++j)
+                o[j] = gr[j] * scale[j] + (xr[j] - mu[j]) * a[j] + k[j];
             }
           }
         });
@@ -202,31 +174,27 @@ class BatchNormBackwardOp final : public Op {
           double sum_g = 0, sum_gxc = 0;
           for (std::int64_t n = 0; n < n_batch; ++n) {
             const std::int64_t off = (n * channels + c) * inner;
-            const auto s = lane_sums_centered<Relu>(g + off, Relu ? y + off : nullptr, x + off,
-                                                    inner, static_cast<double>(mean[c]));
+            const auto s =
+                lane_sums_centered(g + off, x + off, inner, static_cast<double>(mean[c]));
             sum_g += s.first;
             sum_gxc += s.second;
           }
           const Coef cf = coef(c, sum_g, sum_gxc);
           for (std::int64_t n = 0; n < n_batch; ++n) {
             const std::int64_t off = (n * channels + c) * inner;
-            const T *gp = g + off, *xp = x + off, *yp = Relu ? y + off : nullptr;
+            const T *gp = g + off, *xp = x + off;
             T* o = gx + off;
-            T* ro = Residual ? gr + off : nullptr;
 #pragma omp simd
-            for (std::int64_t i = 0; i < inner; ++i) {
-              const T gi = through_relu<Relu>(gp[i], Relu ? yp[i] : T(0));
-              o[i] = gi * cf.scale + (xp[i] - cf.mean) * cf.a + cf.k;
-              if constexpr (Residual) ro[i] = gi;
-            }
+            for (std::int64_t i = 0; i < inner; ++i)
+              o[i] = gp[i] * cf.scale + (xp[i] - cf.mean) * cf.a + cf.k;
           }
         }
       });
     });
   }
 
+ private:
   bool has_weight_;
-  Epilogue e_;
 };
 
 // The fused training forward.  Inputs: x [N, C, ...] (contiguous), then weight [C] and bias [C]
@@ -380,30 +348,33 @@ class BatchNormOp final : public Op {
 // plus the paths through the statistics outputs (they carry gradient when a second
 // derivative differentiates through them): d mean = 1/M, d invstd = -invstd^3 xc / M,
 // d var = 2 xc / M.
-// Without create_graph (ordinary training) a fused kernel computes the same formula in two
-// passes over x; with it, the public ops below build a differentiable graph.
+// Without create_graph (ordinary training) one kernel computes the same formula in two passes
+// over x; with it, the public ops below build a differentiable graph.  Either way the ReLU's mask
+// is applied first, by its own call: a fused kernel would hold g, x, y, dx (and the residual's
+// gradient) at once, which sets the smallest budget a ResNet can train under; split, each call
+// holds three full-size tensors, and the residual's gradient is the masked g itself.
 std::vector<Tensor> BatchNormOp::backward(const BackwardContext& c) const {
   const Tensor& x = c.input(0);
   const std::int64_t nd = x.dim(), channels = x.size(1);
   const std::size_t residual = 1 + has_weight_ + has_bias_;  // the residual's input index
+  // The gradient of the normalised value: through the ReLU's mask (its output), when there is
+  // one; the incoming gradient is then let go, as nothing below reads it.
+  const Tensor g = e_.relu ? relu_backward(c.take_grad(0), c.output(0)) : c.grad(0);
   if (!GradMode::is_enabled()) {
-    std::vector<Tensor> in{contiguous(c.grad(0)), x,
+    std::vector<Tensor> in{contiguous(g),         x,
                            c.output(1),           c.output(2),
                            contiguous(c.grad(1)), contiguous(c.grad(2)),
                            contiguous(c.grad(3))};
     if (has_weight_) in.push_back(c.input(1));
-    if (e_.relu) in.push_back(c.output(0));
-    auto out = call(std::make_shared<BatchNormBackwardOp>(has_weight_, e_), std::move(in));
+    auto out = call(std::make_shared<BatchNormBackwardOp>(has_weight_), std::move(in));
     std::vector<Tensor> grads{c.needs(0) ? out[0] : Tensor()};
     if (has_weight_) grads.push_back(c.needs(1) ? out[1] : Tensor());
     if (has_bias_) grads.push_back(c.needs(1 + has_weight_) ? out[2] : Tensor());
-    if (e_.residual) grads.push_back(c.needs(residual) ? out[3] : Tensor());
+    if (e_.residual) grads.push_back(c.needs(residual) ? g : Tensor());
     return grads;
   }
   const double count = static_cast<double>(x.numel() / channels);
   const auto dims = all_but_channel(nd);
-  // The gradient of the normalised value: through the ReLU's mask (its output), when there is one.
-  const Tensor g = e_.relu ? relu_backward(c.grad(0), c.output(0)) : c.grad(0);
   Tensor mean = per_channel(c.output(1), nd), invstd = per_channel(c.output(2), nd);
   Tensor w = has_weight_ ? per_channel(c.input(1), nd) : Tensor();
   Tensor xc = sub(x, mean);

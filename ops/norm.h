@@ -22,7 +22,8 @@ namespace remat {
 // Evaluation: with the running statistics, which must then be defined.
 // The epilogue, when given, follows the normalisation: y = relu(bn(x) + residual), in the same
 // pass over x in training (a ResNet block's tail as one op, whose derivative applies the ReLU's
-// mask in its own pass), as separate ops in evaluation.
+// mask in its own call: the masked gradient is also the residual's, and no call holds more than
+// three full-size tensors), as separate ops in evaluation.
 struct BatchNormEpilogue {
   Tensor residual;  // undefined, or of x's shape and dtype
   bool relu = false;

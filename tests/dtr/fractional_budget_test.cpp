@@ -27,7 +27,9 @@ TEST(FractionalBudget, MeasuredOnTheSecondStepWhereOptimizerStateExists) {
     }
     opt.step();
   };
-  pool.set_budget_fraction(0.8);
+  // 0.9: the smallest feasible fraction of this MLP is about 0.83 (a weight gradient evicted
+  // while its input gradient is computed comes back through its inputs).
+  pool.set_budget_fraction(0.9);
   pool.reset_peak();
   step();
   const std::size_t first_peak = pool.peak_resident_bytes();
@@ -40,7 +42,7 @@ TEST(FractionalBudget, MeasuredOnTheSecondStepWhereOptimizerStateExists) {
   // The momentum buffers (one per parameter) exist only from the first step's update on.
   EXPECT_GT(second_peak, first_peak);
   EXPECT_EQ(*pool.measured_peak(), second_peak);
-  EXPECT_EQ(*budget, static_cast<std::size_t>(0.8 * static_cast<double>(second_peak)));
+  EXPECT_EQ(*budget, static_cast<std::size_t>(0.9 * static_cast<double>(second_peak)));
   EXPECT_EQ(pool.budget(), budget);
   pool.reset_peak();
   step();
