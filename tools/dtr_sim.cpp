@@ -124,6 +124,7 @@ class Reporter {
         j["fragmentation_evictions"] = x.fragmentation_evictions;
       }
       if (f_.optimal) j["vs_optimal"] = vs_optimal ? nlohmann::json(*vs_optimal) : nlohmann::json();
+      if (!x.message.empty()) j["message"] = x.message;  // why a run was infeasible
       std::printf("%s\n", j.dump().c_str());
       return;
     }
