@@ -70,6 +70,10 @@ struct DtrConfig {
   bool compute_clock = false;
   bool keep_stamp_on_remat = false;
   bool single_victim = false;
+  // Its graph never forgets a tensor: a released value stays, evicted, a neighbour of its
+  // parents and children (so its evicted class adds to their e*) until the pool goes.  Ours
+  // drops a cell once no tensor and no record of a live cell refers to it.
+  bool retain_released = false;
 };
 
 }  // namespace remat

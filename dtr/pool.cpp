@@ -62,7 +62,10 @@ Pool::Pool(Device device, Allocator* allocator)
   configure(config_);
 }
 
-Pool::~Pool() = default;
+Pool::~Pool() {
+  auto retained = std::move(retained_);  // cells report to the pool as they go
+  retained.clear();
+}
 
 // ---------------------------------------------------------------- configuration
 
@@ -762,6 +765,7 @@ std::shared_ptr<Storage> Pool::handle(const std::shared_ptr<Cell>& cell) {
 
 void Pool::on_last_handle(Cell& cell) {
   if (trace_) trace_->release(cell);
+  if (config_.retain_released) retained_.push_back(cell.shared_from_this());
   if (cell.pins_ > 0) return;
   const bool recomputable = cell.replayable();
   switch (config_.policy) {

@@ -83,6 +83,7 @@ class Replayer {
     cfg.compute_clock = options.prototype.compute_clock;
     cfg.keep_stamp_on_remat = options.prototype.keep_stamp_on_remat;
     cfg.single_victim = options.prototype.single_victim;
+    cfg.retain_released = options.prototype.keep_released;
     pool_->configure(cfg);
     if (options.compute_limit) account_.limit = *options.compute_limit;
   }

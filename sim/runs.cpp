@@ -27,13 +27,14 @@ ReplayOptions::PrototypeRules prototype_rules_from(const std::string& text) {
       {"full-scan", &Rules::full_scan},
       {"compute-clock", &Rules::compute_clock},
       {"keep-stamp", &Rules::keep_stamp_on_remat},
-      {"single-victim", &Rules::single_victim}};
+      {"single-victim", &Rules::single_victim},
+      {"keep-released", &Rules::keep_released}};
   auto rule = [&](std::string_view name) {
     for (const auto& [n, member] : kRules)
       if (n == name) return member;
     REMAT_THROW(
         "unknown prototype rule '{}' (expected all, none, all-but:RULE or a list of "
-        "exact-sizes, full-scan, compute-clock, keep-stamp, single-victim)",
+        "exact-sizes, full-scan, compute-clock, keep-stamp, single-victim, keep-released)",
         name);
   };
   if (text == "all") return Rules::all();
