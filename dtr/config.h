@@ -74,6 +74,10 @@ struct DtrConfig {
   // parents and children (so its evicted class adds to their e*) until the pool goes.  Ours
   // drops a cell once no tensor and no record of a live cell refers to it.
   bool retain_released = false;
+  // Its rematerialization stamps every input of a record at the start, before recomputing the
+  // missing ones (so a rebuilt chain shares the clock reading of its start); ours stamps each
+  // input when it is pinned, after what lies below it was recomputed.
+  bool stamp_inputs_first = false;
 };
 
 }  // namespace remat

@@ -463,6 +463,7 @@ void Pool::ensure_resident(Cell& target, std::string_view op) {
   struct Frame {
     Cell* cell;
     std::vector<Cell*> pinned;
+    bool visited = false;
   };
   std::vector<Frame> stack;
   auto unpin_all = [&] {
@@ -489,6 +490,11 @@ void Pool::ensure_resident(Cell& target, std::string_view op) {
         continue;
       }
       Record& r = *f.cell->record_;
+      // DtrConfig::stamp_inputs_first: every input is stamped on the frame's first visit, before
+      // anything below it is recomputed; otherwise each when it is pinned, once resident.
+      if (!f.visited && config_.stamp_inputs_first)
+        for (const auto& in : r.inputs) in->last_access_ = tick();
+      f.visited = true;
       // Rebuild first the missing input whose own record misses the most inputs: the deep
       // chain goes first, so cheap siblings are not held pinned all along it.
       Cell* missing = nullptr;
@@ -505,7 +511,7 @@ void Pool::ensure_resident(Cell& target, std::string_view op) {
         if (in->resident() &&
             std::find(f.pinned.begin(), f.pinned.end(), in.get()) == f.pinned.end()) {
           ++in->pins_;
-          in->last_access_ = tick();
+          if (!config_.stamp_inputs_first) in->last_access_ = tick();
           f.pinned.push_back(in.get());
         }
       }

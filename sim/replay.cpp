@@ -84,6 +84,7 @@ class Replayer {
     cfg.keep_stamp_on_remat = options.prototype.keep_stamp_on_remat;
     cfg.single_victim = options.prototype.single_victim;
     cfg.retain_released = options.prototype.keep_released;
+    cfg.stamp_inputs_first = options.prototype.stamp_first;
     pool_->configure(cfg);
     if (options.compute_limit) account_.limit = *options.compute_limit;
   }

@@ -38,7 +38,8 @@ struct ReplayOptions {
     bool keep_stamp_on_remat = false;
     bool single_victim = false;
     bool keep_released = false;
-    static PrototypeRules all() { return {true, true, true, true, true, true}; }
+    bool stamp_first = false;
+    static PrototypeRules all() { return {true, true, true, true, true, true, true}; }
   } prototype;
   // Keep the order of executions (ReplayResult::schedule_lines), for the optimum's MIP to
   // start from.

@@ -23,18 +23,17 @@ ReplayOptions replay_options(const RunOptions& o) {
 ReplayOptions::PrototypeRules prototype_rules_from(const std::string& text) {
   using Rules = ReplayOptions::PrototypeRules;
   static const std::pair<std::string_view, bool Rules::*> kRules[] = {
-      {"exact-sizes", &Rules::exact_sizes},
-      {"full-scan", &Rules::full_scan},
-      {"compute-clock", &Rules::compute_clock},
-      {"keep-stamp", &Rules::keep_stamp_on_remat},
-      {"single-victim", &Rules::single_victim},
-      {"keep-released", &Rules::keep_released}};
+      {"exact-sizes", &Rules::exact_sizes},     {"full-scan", &Rules::full_scan},
+      {"compute-clock", &Rules::compute_clock}, {"keep-stamp", &Rules::keep_stamp_on_remat},
+      {"single-victim", &Rules::single_victim}, {"keep-released", &Rules::keep_released},
+      {"stamp-first", &Rules::stamp_first}};
   auto rule = [&](std::string_view name) {
     for (const auto& [n, member] : kRules)
       if (n == name) return member;
     REMAT_THROW(
         "unknown prototype rule '{}' (expected all, none, all-but:RULE or a list of "
-        "exact-sizes, full-scan, compute-clock, keep-stamp, single-victim, keep-released)",
+        "exact-sizes, full-scan, compute-clock, keep-stamp, single-victim, keep-released, "
+        "stamp-first)",
         name);
   };
   if (text == "all") return Rules::all();

@@ -28,7 +28,7 @@ struct RunOptions {
   bool record_schedule = false;  // ReplayOptions::record_schedule
 };
 // "all", "none", or a comma-separated list of exact-sizes, full-scan, compute-clock,
-// keep-stamp, single-victim, keep-released; "all-but:RULE" for every rule but one.
+// keep-stamp, single-victim, keep-released, stamp-first; "all-but:RULE" for every rule but one.
 ReplayOptions::PrototypeRules prototype_rules_from(const std::string& text);
 
 struct RunRow {

@@ -361,7 +361,8 @@ int main(int argc, char** argv) {
                "resident bytes peak)");
   app.add_option("--prototype", f.prototype,
                  "the DTR prototype simulator's rules: all, none (default), all-but:RULE, or a "
-                 "list of exact-sizes, full-scan, compute-clock, keep-stamp, single-victim, keep-released")
+                 "list of exact-sizes, full-scan, compute-clock, keep-stamp, single-victim, "
+                 "keep-released, stamp-first")
       ->capture_default_str();
   app.add_flag("--json", f.json, "one JSON object per run per line instead of a table");
   app.add_flag("--sweep", f.sweep,
