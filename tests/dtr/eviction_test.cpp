@@ -37,6 +37,32 @@ TEST_F(Eviction, EvictedCellsRecomputeIdenticalBytes) {
   EXPECT_EQ(pool().stats().rematerializations, 2u);  // tanh (released) and exp
 }
 
+// The prototype's stamps (dtr_sim --prototype stamp-first, keep-stamp, compute-clock): a
+// rebuilt record's inputs are stamped when the rebuild starts, so on the compute clock the
+// recomputed a keeps the reading from before its own replay; ours stamps a when b's frame
+// pins it, after a's replay advanced the clock.
+TEST_F(Eviction, StampInputsFirstStampsARebuiltChainAtItsStart) {
+  for (bool first : {false, true}) {
+    DtrConfig cfg = saved_;
+    cfg.cost = CostModel::Unit;
+    cfg.compute_clock = cfg.keep_stamp_on_remat = true;
+    cfg.stamp_inputs_first = first;
+    pool().configure(cfg);
+    Tensor x = randn({16}, {.seed = 3});
+    Tensor a = exp(x);
+    Tensor b = tanh(a);
+    pool().evict(cell_of(b));
+    pool().evict(cell_of(a));
+    const std::uint64_t start = pool().now();
+    Tensor c = exp(b);  // rebuilds a, then b
+    EXPECT_TRUE(cell_of(a).resident() && cell_of(b).resident());
+    if (first)
+      EXPECT_EQ(cell_of(a).last_access(), start);
+    else
+      EXPECT_GT(cell_of(a).last_access(), start);
+  }
+}
+
 TEST_F(Eviction, TenThousandDeepChainRematerializesIteratively) {
   Tensor x = randn({16}, {.seed = 2});
   Tensor t = x;

@@ -13,16 +13,21 @@ using testing::throws_with;
 TEST(PrototypeRules, ParseAllNoneListsAndAllBut) {
   const auto all = prototype_rules_from("all");
   EXPECT_TRUE(all.exact_sizes && all.full_scan && all.compute_clock && all.keep_stamp_on_remat &&
-              all.single_victim);
+              all.single_victim && all.keep_released && all.stamp_first);
   const auto none = prototype_rules_from("none");
   EXPECT_FALSE(none.exact_sizes || none.full_scan || none.compute_clock ||
-               none.keep_stamp_on_remat || none.single_victim);
+               none.keep_stamp_on_remat || none.single_victim || none.keep_released ||
+               none.stamp_first);
   const auto but = prototype_rules_from("all-but:compute-clock");
   EXPECT_FALSE(but.compute_clock);
   EXPECT_TRUE(but.exact_sizes && but.single_victim);
+  const auto but_first = prototype_rules_from("all-but:stamp-first");
+  EXPECT_FALSE(but_first.stamp_first);
+  EXPECT_TRUE(but_first.keep_released && but_first.keep_stamp_on_remat);
   const auto two = prototype_rules_from("keep-stamp,full-scan");
   EXPECT_TRUE(two.keep_stamp_on_remat && two.full_scan);
-  EXPECT_FALSE(two.exact_sizes || two.compute_clock || two.single_victim);
+  EXPECT_FALSE(two.exact_sizes || two.compute_clock || two.single_victim || two.keep_released ||
+               two.stamp_first);
   EXPECT_TRUE(throws_with([] { prototype_rules_from("all-but:speed"); }, {"speed", "exact-sizes"}));
   EXPECT_TRUE(throws_with([] { prototype_rules_from("full-scan,,"); }, {"unknown prototype rule"}));
 }
