@@ -191,9 +191,9 @@ class Pool {
     double score;
     Cell* cell;
   };
-  std::vector<ScoredVictim> victim_scratch_;  // evict_batch's kept scores, reused
+  std::vector<ScoredVictim> victim_scratch_;     // evict_batch's kept scores, reused
   std::vector<std::shared_ptr<Cell>> retained_;  // DtrConfig::retain_released
-  std::vector<Cell*> cells_;                  // every live cell, for reports
+  std::vector<Cell*> cells_;                     // every live cell, for reports
   std::uint64_t cell_ids_ = 0;
   std::uint64_t record_ids_ = 0;
   std::uint64_t clock_ = 0;
