@@ -1,7 +1,6 @@
 #include "ops/norm.h"
 
 #include <algorithm>
-#include <bit>
 #include <cmath>
 
 #include "autograd/grad_mode.h"
