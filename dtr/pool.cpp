@@ -7,6 +7,7 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <unordered_set>
 #include <utility>
 
 #include "core/error.h"
@@ -656,18 +657,12 @@ void Pool::finish_write(Cell& cell, const Record& mutation) {
 bool Pool::freeze_readers(Cell& cell, bool or_equal) {
   constexpr std::size_t kMaxWalk = 4096;  // past this, copying is the cheaper bookkeeping
   std::vector<std::shared_ptr<Cell>> stack, freeze, drop;
-  // Visited cells carry this walk's stamp (no set to allocate: it runs whenever a frozen
-  // gradient is let go).  Scoring's neighbourhood walks use the same field, never meanwhile.
-  const std::uint64_t stamp = Heuristics::new_stamp();
-  std::size_t seen = 0;
+  std::unordered_set<const Cell*> seen;
   auto push_readers = [&](const Cell& c) {
     for (const auto& w : c.dependents_) {
       auto d = w.lock();
-      if (d && d->record_ && d->state_ != CellState::Banished && d->mark_ != stamp) {
-        d->mark_ = stamp;
-        ++seen;
+      if (d && d->record_ && d->state_ != CellState::Banished && seen.insert(d.get()).second)
         stack.push_back(std::move(d));
-      }
     }
   };
   // Walk down from the cell through evicted readers that no tensor holds (eager eviction keeps
@@ -675,7 +670,7 @@ bool Pool::freeze_readers(Cell& cell, bool or_equal) {
   std::size_t bytes = 0;  // what becomes unevictable instead of the copy
   push_readers(cell);
   while (!stack.empty()) {
-    if (seen > kMaxWalk) return false;
+    if (seen.size() > kMaxWalk) return false;
     auto d = std::move(stack.back());
     stack.pop_back();
     if (d->resident()) {

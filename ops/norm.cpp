@@ -1,6 +1,7 @@
 #include "ops/norm.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 
 #include "autograd/grad_mode.h"
