@@ -179,21 +179,8 @@ class Builder {
       OpGraph::Value& val = g_.values[v];
       if (val.producer == OpGraph::kNone)
         val.held_until = handles_[v] > 0 ? last : released_at_[v] - 1;
-      if (val.output) val.live_until = last;
     }
-    for (std::size_t k = 0; k < g_.nodes.size(); ++k)
-      for (std::uint32_t v : g_.nodes[k].inputs) {
-        g_.values[v].readers.push_back(static_cast<std::uint32_t>(k));
-        g_.values[v].live_until = std::max(g_.values[v].live_until, static_cast<std::int32_t>(k));
-      }
-    // A value is of use as long as something computed from it is: recomputing that reads it.
-    for (std::size_t k = g_.nodes.size(); k-- > 0;) {
-      std::int32_t out_live = OpGraph::kNone;
-      for (std::uint32_t w : g_.nodes[k].outputs)
-        out_live = std::max(out_live, g_.values[w].live_until);
-      for (std::uint32_t v : g_.nodes[k].inputs)
-        g_.values[v].live_until = std::max(g_.values[v].live_until, out_live);
-    }
+    link_readers(g_);
   }
 
   const Program& p_;
@@ -206,6 +193,27 @@ class Builder {
 };
 
 }  // namespace
+
+void link_readers(OpGraph& g) {
+  const auto last = static_cast<std::int32_t>(g.stages()) - 1;
+  for (auto& val : g.values) {
+    val.readers.clear();
+    val.live_until = val.output ? last : OpGraph::kNone;
+  }
+  for (std::size_t k = 0; k < g.nodes.size(); ++k)
+    for (std::uint32_t v : g.nodes[k].inputs) {
+      g.values[v].readers.push_back(static_cast<std::uint32_t>(k));
+      g.values[v].live_until = std::max(g.values[v].live_until, static_cast<std::int32_t>(k));
+    }
+  // A value is of use as long as something computed from it is: recomputing that reads it.
+  for (std::size_t k = g.nodes.size(); k-- > 0;) {
+    std::int32_t out_live = OpGraph::kNone;
+    for (std::uint32_t w : g.nodes[k].outputs)
+      out_live = std::max(out_live, g.values[w].live_until);
+    for (std::uint32_t v : g.nodes[k].inputs)
+      g.values[v].live_until = std::max(g.values[v].live_until, out_live);
+  }
+}
 
 double OpGraph::baseline_compute() const {
   return std::accumulate(nodes.begin(), nodes.end(), 0.0,

@@ -62,6 +62,9 @@ struct OpGraph {
 // evicted only restricts the simulator, so the graph leaves it out.
 OpGraph build_op_graph(const Program& program, CostModel cost);
 
+// Fills every value's `readers` and `live_until` from the nodes, the outputs and the stages.
+void link_readers(OpGraph& graph);
+
 // What playing a static schedule costs.
 struct ScheduleCost {
   double compute = 0;

@@ -15,6 +15,7 @@
 #include "core/error.h"
 #include "sim/cbc_solve.h"
 #include "sim/greedy_schedule.h"
+#include "sim/sinks.h"
 
 namespace remat::sim {
 namespace {
@@ -312,9 +313,14 @@ OptimalSchedule optimal_schedule(const OpGraph& graph, std::size_t budget_bytes,
     out.result.seconds = seconds_since(t0);
     return out;
   };
-  if (graph.nodes.size() > kMaxOptimalCalls) return done(OptimalResult::Status::TooLarge);
-  Checkmate cm(graph, budget_bytes);
-  if (!cm.working_set_fits()) return done(OptimalResult::Status::Infeasible);
+  // The MIP runs first on the graph less its sinks (a relaxation, sim/sinks.h): its schedules
+  // come back with the sinks put in and count only when the whole graph's replay fits.
+  // When that does not prove an optimum, the whole graph's MIP gets the time left.
+  const Sinks reduced = without_sinks(graph);
+  if (reduced.graph.nodes.size() > kMaxOptimalCalls) return done(OptimalResult::Status::TooLarge);
+  Checkmate whole(graph, budget_bytes);
+  if (!whole.working_set_fits()) return done(OptimalResult::Status::Infeasible);
+  Checkmate cm(reduced.graph, budget_bytes);
   cm.build();
   if (cm.trivially_infeasible()) return done(OptimalResult::Status::Infeasible);
   const double baseline = graph.baseline_compute();
@@ -323,64 +329,72 @@ OptimalSchedule optimal_schedule(const OpGraph& graph, std::size_t budget_bytes,
     for (std::uint32_t k = 0; k < graph.nodes.size(); ++k) out.steps.push_back(k);
     return done(OptimalResult::Status::Optimal);
   }
-  // CBC starts from the cheapest quick schedule that fits.
-  std::optional<std::vector<std::uint32_t>> start;
-  double start_cost = kInf;
+  // A schedule of the whole graph's and its compute when it fits the budget.
+  auto fits = [&](const std::vector<std::uint32_t>& steps) -> std::optional<double> {
+    try {
+      const ScheduleCost c = play_schedule(graph, steps);
+      if (c.peak_bytes <= budget_bytes) return c.compute;
+    } catch (const Error&) {
+      // a given start the graph's rules refuse (e.g. a write the replay made a copy of)
+    }
+    return std::nullopt;
+  };
+  out.result.compute = kInf;
   auto consider = [&](std::optional<std::vector<std::uint32_t>> steps) {
     if (!steps) return;
-    ScheduleCost c;
-    try {
-      c = play_schedule(graph, *steps);
-    } catch (const Error&) {
-      return;  // a given start the graph's rules refuse (e.g. a write the replay made a copy of)
-    }
-    if (c.peak_bytes <= budget_bytes && c.compute < start_cost)
-      start = std::move(steps), start_cost = c.compute;
+    const auto c = fits(*steps);
+    if (c && *c < out.result.compute - 1e-9) out.result.compute = *c, out.steps = std::move(*steps);
   };
   for (const auto& steps : starts) consider(steps);
   consider(chen_schedule(graph, budget_bytes));
   consider(greedy_schedule(graph, budget_bytes, GreedyRule::CheapestPerByte));
   consider(greedy_schedule(graph, budget_bytes, GreedyRule::FurthestUse));
-  if (start)
-    if (auto values = cm.encode(*start)) cm.set_start(std::move(*values));
-  const double remaining = std::max(0.0, time_limit_seconds - seconds_since(t0));
-  const MipSolution s = detail::solve_with_cbc(cm.model(), remaining);
-  // The columns cover recomputations only: every call's first run is the baseline.
-  switch (s.status) {
-    case MipSolution::Status::Infeasible:
-      REMAT_CHECK(
-          !start,
-          "optimal_compute: CBC finds no schedule within {} bytes, yet one of compute {} fits: "
-          "the model is wrong",
-          budget_bytes, start_cost);
-      return done(OptimalResult::Status::Infeasible);
-    case MipSolution::Status::Optimal:
-      out.result.status = OptimalResult::Status::Optimal;
-      break;
-    case MipSolution::Status::TimeLimit:
-      out.result.status = OptimalResult::Status::TimeLimit;
-      break;
+  const bool started = !out.steps.empty();
+  double bound = baseline;
+  // Solves `model` from the best schedule so far; true when it proves that schedule optimal.
+  auto solve = [&](Checkmate& model, const Sinks* dropped) {
+    if (!out.steps.empty()) {
+      auto values =
+          dropped ? model.encode(drop_sinks(*dropped, out.steps)) : model.encode(out.steps);
+      if (values) model.set_start(std::move(*values));
+    }
+    const double remaining = std::max(0.0, time_limit_seconds - seconds_since(t0));
+    const MipSolution s = detail::solve_with_cbc(model.model(), remaining);
+    if (s.status == MipSolution::Status::Infeasible) {
+      REMAT_CHECK(!started,
+                  "optimal_compute: CBC finds no schedule within {} bytes, yet one of compute {} "
+                  "fits: the model is wrong",
+                  budget_bytes, out.result.compute);
+      return true;
+    }
+    bound = std::max(bound, std::max(s.bound, 0.0) + baseline);
+    // The columns cover recomputations only: every call's first run is the baseline.
+    const double objective = s.objective + baseline;
+    if (!dropped) {  // the whole graph's model: its optimum is the answer, as the model states it
+      if (!s.x.empty() && objective < out.result.compute - 1e-9)
+        out.result.compute = objective, out.steps = model.decode(s.x);
+      return s.status == MipSolution::Status::Optimal;
+    }
+    // The smaller graph's: its schedules count only when the whole graph's replay fits.
+    if (!s.x.empty()) consider(with_sinks(graph, *dropped, model.decode(s.x)));
+    return s.status == MipSolution::Status::Optimal && out.result.compute <= objective + 1e-9;
+  };
+  const bool dropped = reduced.graph.nodes.size() < graph.nodes.size();
+  bool proven = solve(cm, dropped ? &reduced : nullptr);  // with none dropped, it is the whole
+  if (!proven && dropped && seconds_since(t0) < time_limit_seconds &&
+      graph.nodes.size() <= kMaxOptimalCalls) {
+    whole.build();
+    proven = solve(whole, nullptr);
   }
-  out.result.compute = s.objective + baseline;
-  out.result.lower_bound = std::max(s.bound, 0.0) + baseline;
-  if (!s.x.empty()) out.steps = cm.decode(s.x);
-  if (start && start_cost < out.result.compute - 1e-9) {  // CBC did not get past its start
-    out.result.compute = start_cost;
-    out.result.lower_bound = std::min(out.result.lower_bound, start_cost);
-    out.steps = std::move(*start);
-  }
-  return done(out.result.status);
+  if (out.steps.empty() && proven) return done(OptimalResult::Status::Infeasible);
+  out.result.lower_bound = proven ? out.result.compute : std::min(bound, out.result.compute);
+  return done(proven ? OptimalResult::Status::Optimal : OptimalResult::Status::TimeLimit);
 }
 
 OptimalResult optimal_compute(const Program& program, std::size_t budget_bytes, CostModel cost,
                               double time_limit_seconds,
                               const std::vector<std::vector<std::size_t>>& starts) {
   const auto t0 = std::chrono::steady_clock::now();
-  std::size_t calls = 0;
-  for (const Event& e : program.events)
-    calls +=
-        e.kind == EventKind::Call || e.kind == EventKind::Mutate || e.kind == EventKind::Access;
-  if (calls > kMaxOptimalCalls) return {OptimalResult::Status::TooLarge, 0, 0, seconds_since(t0)};
   const OpGraph graph = build_op_graph(program, cost);
   // Input lines to node ids: every node is one event's (calls, mutations, pins, accesses).
   std::unordered_map<std::size_t, std::uint32_t> node_of_line;

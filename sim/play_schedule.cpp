@@ -26,12 +26,20 @@ ScheduleCost play_schedule(const OpGraph& g, std::span<const std::uint32_t> step
               frontier < n ? g.nodes[frontier].op : "");
   if (g.final_stage && m > 0) stage_end[n] = m - 1;
 
-  // Each computation of a node is an instance of its outputs; the instance read is the latest.
-  std::vector<std::size_t> latest(n, m), next_same(m, m), last_read(m, m);
+  // Each computation of a node is an instance of each of its outputs; the instance read is the
+  // latest.  Outputs are freed separately: last_read[first_out[s] + i] is output i's at step s.
+  std::vector<std::size_t> latest(n, m), next_same(m, m), first_out(m + 1, 0);
   {
     std::vector<std::size_t> next(n, m);
     for (std::size_t s = m; s-- > 0;) next_same[s] = next[steps[s]], next[steps[s]] = s;
+    for (std::size_t s = 0; s < m; ++s)
+      first_out[s + 1] = first_out[s] + g.nodes[steps[s]].outputs.size();
   }
+  std::vector<std::size_t> last_read(first_out[m], m);
+  const auto output_index = [&](std::uint32_t node, std::uint32_t v) {
+    const auto& outs = g.nodes[node].outputs;
+    return static_cast<std::size_t>(std::find(outs.begin(), outs.end(), v) - outs.begin());
+  };
   std::vector<std::size_t> const_first(g.values.size(), m), const_last(g.values.size(), m);
   for (std::size_t s = 0; s < m; ++s) {
     for (std::uint32_t v : g.nodes[steps[s]].inputs) {
@@ -47,7 +55,7 @@ ScheduleCost play_schedule(const OpGraph& g, std::span<const std::uint32_t> step
       REMAT_CHECK(inst != m,
                   "schedule step {}: node {} ({}) reads the result of node {}, not computed yet", s,
                   steps[s], g.nodes[steps[s]].op, val.producer);
-      last_read[inst] = s;  // the latest read wins
+      last_read[first_out[inst] + output_index(steps[inst], v)] = s;  // the latest read wins
     }
     latest[steps[s]] = s;
   }
@@ -76,12 +84,12 @@ ScheduleCost play_schedule(const OpGraph& g, std::span<const std::uint32_t> step
     const OpGraph::Node& node = g.nodes[steps[s]];
     cost.compute += node.cost;
     add[s] += node.bytes;
-    for (std::uint32_t v : node.outputs) {
+    for (std::size_t i = 0; i < node.outputs.size(); ++i) {
+      const std::uint32_t v = node.outputs[i];
       // Freed after its last read before the producer runs again; an output's final instance stays.
       const bool stays = g.values[v].output && next_same[s] == m;
-      if (!stays)
-        sub[last_read[s] == m || last_read[s] > next_same[s] ? s : last_read[s]] +=
-            g.values[v].bytes;
+      const std::size_t read = last_read[first_out[s] + i];
+      if (!stays) sub[read == m || read > next_same[s] ? s : read] += g.values[v].bytes;
     }
   }
   std::size_t resident = 0;

@@ -19,8 +19,10 @@ struct Sweep {
 
 void write_sweep_csv(const Sweep& sweep, const std::string& path);
 // The gnuplot program (pngcairo terminal) for a CSV written by write_sweep_csv.
-std::string sweep_plot_script(const Sweep& sweep, const std::string& csv_path, const std::string& png_path);
+std::string sweep_plot_script(const Sweep& sweep, const std::string& csv_path,
+                              const std::string& png_path);
 // Pipes the script to gnuplot; false (with the reason) when gnuplot is missing or fails.
-bool plot_sweep(const Sweep& sweep, const std::string& csv_path, const std::string& png_path, std::string* error);
+bool plot_sweep(const Sweep& sweep, const std::string& csv_path, const std::string& png_path,
+                std::string* error);
 
 }  // namespace remat::sim

@@ -4,10 +4,14 @@ namespace remat::sim {
 
 double event_cost(const Event& e, CostModel model) {
   switch (model) {
-    case CostModel::Time: return e.seconds;
-    case CostModel::Flops: return e.flops;
-    case CostModel::Bytes: return e.bytes;
-    case CostModel::Unit: return 1;
+    case CostModel::Time:
+      return e.seconds;
+    case CostModel::Flops:
+      return e.flops;
+    case CostModel::Bytes:
+      return e.bytes;
+    case CostModel::Unit:
+      return 1;
   }
   return 1;
 }

@@ -28,26 +28,26 @@ enum class EventKind : std::uint8_t {
 
 struct Event {
   EventKind kind = EventKind::Annotate;
-  std::string op;                       // Call / Mutate: op name; Annotate: the text
-  std::vector<std::uint32_t> args;      // Call / Mutate: tensor ids read
-  std::vector<std::uint32_t> results;   // Call: tensor ids produced (sizes in `tensors`)
-  std::vector<std::int32_t> aliases;    // Call: per result, index into args it aliases, or -1
-  std::vector<std::uint32_t> mutated;   // Mutate: indices into args
+  std::string op;                      // Call / Mutate: op name; Annotate: the text
+  std::vector<std::uint32_t> args;     // Call / Mutate: tensor ids read
+  std::vector<std::uint32_t> results;  // Call: tensor ids produced (sizes in `tensors`)
+  std::vector<std::int32_t> aliases;   // Call: per result, index into args it aliases, or -1
+  std::vector<std::uint32_t> mutated;  // Mutate: indices into args
   std::vector<std::uint32_t> mutated_results;  // Mutate: the new tensor id of each mutated arg
-  std::uint32_t tensor = 0;             // Constant, Release, Pin, Access, Write, Copy, CopyFrom
-  std::uint32_t source = 0;             // Copy / CopyFrom: the tensor the name now refers to
-  double time_ns = 0;                   // measured or logged kernel time
-  double seconds = 0;                   // the same in seconds: a trace's exact SECONDS, else time_ns / 1e9
-  double time_cost = 0;                 // Call in a trace: what the runtime's time cost model scored
-                                        // (TIME_COST: its kernel-time estimate); 0: `seconds`
-  double flops = 0;                     // 0 where the input does not say
-  double bytes = 0;                     // bytes read and written; 0 where the input does not say
-  std::size_t line = 0;                 // 1-based line number in the input, for errors
-  bool overwrite = false;               // Mutate in a framework trace: Pool::begin_write's path
+  std::uint32_t tensor = 0;  // Constant, Release, Pin, Access, Write, Copy, CopyFrom
+  std::uint32_t source = 0;  // Copy / CopyFrom: the tensor the name now refers to
+  double time_ns = 0;        // measured or logged kernel time
+  double seconds = 0;        // the same in seconds: a trace's exact SECONDS, else time_ns / 1e9
+  double time_cost = 0;      // Call in a trace: what the runtime's time cost model scored
+                             // (TIME_COST: its kernel-time estimate); 0: `seconds`
+  double flops = 0;          // 0 where the input does not say
+  double bytes = 0;          // bytes read and written; 0 where the input does not say
+  std::size_t line = 0;      // 1-based line number in the input, for errors
+  bool overwrite = false;    // Mutate in a framework trace: Pool::begin_write's path
 };
 
 struct TensorInfo {
-  std::string name;      // as in the input: x7690
+  std::string name;       // as in the input: x7690
   std::size_t bytes = 0;  // as the input says; a Call result that aliases an argument adds none
 };
 
@@ -57,7 +57,7 @@ struct TensorInfo {
 enum class Origin : std::uint8_t { PrototypeLog, Trace };
 
 struct Program {
-  std::string source;    // file name (and zip member) it was read from
+  std::string source;  // file name (and zip member) it was read from
   Origin origin = Origin::PrototypeLog;
   std::vector<TensorInfo> tensors;
   std::vector<Event> events;

@@ -230,7 +230,8 @@ std::optional<double> optimum(const Program& p, const Baseline& base,
       note = "MIP infeasible at this budget";
       break;
     case OptimalResult::Status::TooLarge:
-      note = fmt::format("too large for the MIP (over {} calls)", kMaxOptimalCalls);
+      note = fmt::format("too large for the MIP (over {} nodes that create something)",
+                         kMaxOptimalCalls);
       break;
   }
   row.result.status = best ? ReplayStatus::Ok : ReplayStatus::Infeasible;

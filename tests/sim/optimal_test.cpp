@@ -9,6 +9,7 @@
 
 #include "sim/read.h"
 #include "sim/replay.h"
+#include "sim/sinks.h"
 #include "support/test_util.h"
 
 namespace remat::sim {
@@ -105,6 +106,32 @@ TEST(PlaySchedule, UnbudgetedChainPeaksAtNPlusTwo) {
   const ScheduleCost c = play_schedule(g, steps);
   EXPECT_EQ(c.peak_bytes, 9 * kTensor);
   EXPECT_DOUBLE_EQ(c.compute, 15);
+}
+
+TEST(PlaySchedule, FreesEachOutputOfANodeAfterItsOwnLastRead) {
+  // f(x) -> a (4 units), b (1); g(a) -> c (1); h(c) -> d (5); k(b) -> e (1).  a goes after g,
+  // though b lives on until k: h holds x, b, c and d (8 units), not a too (12).
+  Program p;
+  p.origin = Origin::Trace;
+  p.tensors = {{"x", kTensor}, {"a", 4 * kTensor}, {"b", kTensor},
+               {"c", kTensor}, {"d", 5 * kTensor}, {"e", kTensor}};
+  Event e;
+  e.kind = EventKind::Constant, e.tensor = 0;
+  p.events.push_back(e);
+  const auto call = [&](std::string op, std::vector<std::uint32_t> args,
+                        std::vector<std::uint32_t> results) {
+    Event c;
+    c.kind = EventKind::Call, c.op = std::move(op), c.args = std::move(args);
+    c.aliases.assign(results.size(), -1), c.results = std::move(results);
+    p.events.push_back(c);
+  };
+  call("f", {0}, {1, 2});
+  call("g", {1}, {3});
+  call("h", {3}, {4});
+  call("k", {2}, {5});
+  const OpGraph g = build_op_graph(p, CostModel::Unit);
+  const std::vector<std::uint32_t> steps{0, 1, 2, 3};
+  EXPECT_EQ(play_schedule(g, steps).peak_bytes, 8 * kTensor);
 }
 
 TEST(ChenChain, SqrtBudgetRecomputesEachLowerSegmentOnce) {
@@ -433,6 +460,85 @@ TEST(OptimalVersusHeuristics, NeverAboveAnyHeuristicOnSmallPrograms) {
     }
   }
   EXPECT_GE(recomputing, 3) << "too few cases where recomputation is needed to tell anything";
+}
+
+// ---- the MIP without sinks (ACCESS, PIN, in-place writes)
+
+TEST(Sinks, DropsOnlyNodesThatCreateNothingAndPutsThemBack) {
+  const OpGraph g = build_op_graph(chain_program(6, kTensor), CostModel::Unit);
+  const Sinks r = without_sinks(g);
+  std::size_t sinks = 0, reads = 0;
+  for (const auto& n : g.nodes)
+    sinks += n.outputs.empty(), reads += n.op == "pin" || n.op == "access";
+  ASSERT_GT(reads, 0u) << "dtr_chain's program pins and accesses";
+  ASSERT_EQ(r.graph.nodes.size() + sinks, g.nodes.size());
+  for (std::size_t k = 0; k < r.graph.nodes.size(); ++k) {
+    const auto& kept = r.graph.nodes[k];
+    const auto& was = g.nodes[r.original[k]];
+    EXPECT_EQ(kept.op, was.op);
+    EXPECT_EQ(kept.inputs, was.inputs);
+    EXPECT_EQ(kept.outputs, was.outputs);
+    for (std::uint32_t v : kept.outputs)
+      EXPECT_EQ(r.graph.values[v].producer, static_cast<std::int32_t>(k));
+  }
+  std::vector<std::uint32_t> order(g.nodes.size());
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = static_cast<std::uint32_t>(i);
+  EXPECT_EQ(with_sinks(g, r, drop_sinks(r, order)), order);
+  EXPECT_EQ(play_schedule(r.graph, drop_sinks(r, order)).peak_bytes,
+            play_schedule(g, order).peak_bytes);
+}
+
+// random_network with an ACCESS of a live tensor after about half of its calls.
+Program with_accesses(Program p, std::uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<char> live(p.tensors.size(), 0);
+  std::vector<Event> events;
+  for (const Event& e : p.events) {
+    events.push_back(e);
+    if (e.kind == EventKind::Constant) live[e.tensor] = 1;
+    if (e.kind == EventKind::Release) live[e.tensor] = 0;
+    if (e.kind != EventKind::Call) continue;
+    for (std::uint32_t t : e.results) live[t] = 1;
+    std::vector<std::uint32_t> candidates;
+    for (std::uint32_t t = 0; t < live.size(); ++t)
+      if (live[t]) candidates.push_back(t);
+    if (candidates.empty() || rng() % 2) continue;
+    Event access;
+    access.kind = EventKind::Access;
+    access.tensor = candidates[rng() % candidates.size()];
+    events.push_back(access);
+  }
+  p.events = std::move(events);
+  return p;
+}
+
+TEST(Sinks, TheSmallerGraphsOptimumBoundsTheWholeOnes) {
+  int tighter = 0;  // cases where the accesses cost the whole graph something
+  for (std::uint32_t seed : {2, 3, 4, 6}) {
+    const Program p = with_accesses(random_network(seed, 6), seed);
+    const OpGraph g = build_op_graph(p, CostModel::Unit);
+    const Sinks r = without_sinks(g);
+    ASSERT_LT(r.graph.nodes.size(), g.nodes.size()) << p.source;
+    ReplayOptions o;
+    o.cost = CostModel::Unit;
+    const ReplayResult free_run = replay(p, o);
+    ASSERT_EQ(free_run.status, ReplayStatus::Ok) << p.source;
+    for (double fraction : {0.6, 0.7, 0.9}) {
+      const auto budget =
+          static_cast<std::size_t>(fraction * static_cast<double>(free_run.peak_bytes));
+      const std::string what = p.source + ", budget " + std::to_string(fraction);
+      // The whole graph's optimum, found through the smaller graph's MIP or, when the reads do
+      // not fit back in, the whole graph's.
+      const OptimalSchedule whole = optimal_schedule(g, budget, kLimit);
+      const OptimalSchedule smaller = optimal_schedule(r.graph, budget, kLimit);
+      if (whole.result.status == Status::Infeasible) continue;
+      ASSERT_EQ(whole.result.status, Status::Optimal) << what;
+      ASSERT_EQ(smaller.result.status, Status::Optimal) << what;
+      EXPECT_LE(smaller.result.compute, whole.result.compute + 1e-9) << what;
+      tighter += smaller.result.compute < whole.result.compute - 1e-9;
+    }
+  }
+  EXPECT_GE(tighter, 1) << "no case where an access costs a recomputation: nothing was tested";
 }
 
 }  // namespace
