@@ -106,6 +106,7 @@ void Pool::set_budget_fraction(double fraction, int measure_step) {
 }
 
 std::optional<std::size_t> Pool::end_step() {
+  if (trace_) trace_->step_end();
   if (learns_steps()) {
     std::swap(last_step_, this_step_);
     this_step_.clear();

@@ -32,6 +32,9 @@ class Trace {
   void pin(const Cell& cell);
   void access(const Cell& cell);
   void annotate(std::string_view text);
+  // Pool::end_step: the simulator ends a step of dtr-next's there, as the runtime did.
+  void step_end() { annotate(kStepEnd); }
+  static constexpr std::string_view kStepEnd = "STEP_END";
   static std::string name(const Cell& cell);
 
  private:

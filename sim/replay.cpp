@@ -7,6 +7,7 @@
 #include "core/allocator.h"
 #include "core/segment_allocator.h"
 #include "dtr/pool.h"
+#include "dtr/trace.h"
 
 namespace remat::sim {
 namespace {
@@ -227,6 +228,7 @@ class Replayer {
         cell(e.tensor).mark_mutated();
         break;
       case EventKind::Annotate:
+        if (e.op == Trace::kStepEnd) pool_->end_step();  // dtr-next learns the step just ended
         break;
     }
   }
@@ -383,10 +385,18 @@ std::string_view status_name(ReplayStatus s) {
 }
 
 ReplayResult replay(const Program& program, const ReplayOptions& options) {
-  if (options.heuristic != Heuristic::DtrNext) return Replayer(program, options).run();
-  // dtr-next learns from the last step: the program itself plays it, as the step before the
-  // measured one of a training run whose steps repeat.
+  // A trace that marks its steps' ends teaches dtr-next step by step, as the run did.
+  if (options.heuristic != Heuristic::DtrNext || marks_steps(program))
+    return Replayer(program, options).run();
+  // Otherwise dtr-next learns from the last step: the program itself plays it, as the step
+  // before the measured one of a training run whose steps repeat.
   return replay_after(program, program, options);
+}
+
+bool marks_steps(const Program& program) {
+  return std::any_of(program.events.begin(), program.events.end(), [](const Event& e) {
+    return e.kind == EventKind::Annotate && e.op == Trace::kStepEnd;
+  });
 }
 
 ReplayResult replay_after(const Program& previous, const Program& program,

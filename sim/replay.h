@@ -67,9 +67,12 @@ struct ReplayResult {
 
 // Throws remat::Error naming the input and line when an event cannot be replayed (not for
 // OutOfBudget or thrashing, which are statuses).
-// dtr-next learns from an unbudgeted replay of the same program, as if it were the previous
-// training step.
+// dtr-next learns step by step where the trace marks its steps' ends (Pool::end_step writes
+// them), as the run did; otherwise from an unbudgeted replay of the same program, as if it were
+// the previous training step.
 ReplayResult replay(const Program& program, const ReplayOptions& options);
+// Whether `program` marks the ends of training steps (ANNOTATE STEP_END lines).
+bool marks_steps(const Program& program);
 // A replay whose pool first learned `previous` (unbudgeted) as its last step: dtr-next's
 // predictions come from it (a dynamic model's earlier step, e.g. another tree).
 ReplayResult replay_after(const Program& previous, const Program& program,

@@ -30,7 +30,8 @@ void mlp_step() {
   Tensor x = randn({512, 64}, {.seed = 1});
   Tensor y = randint(0, 10, {512}, {.seed = 2});
   std::vector<Tensor> p = {param({128, 64}, 3, 0.12), param({128}, 4, 0.12)};
-  for (std::uint64_t l = 1; l < 5; ++l) p.push_back(param({128, 128}, 5 + 2 * l, 0.09)), p.push_back(param({128}, 6 + 2 * l, 0.09));
+  for (std::uint64_t l = 1; l < 5; ++l)
+    p.push_back(param({128, 128}, 5 + 2 * l, 0.09)), p.push_back(param({128}, 6 + 2 * l, 0.09));
   p.push_back(param({10, 128}, 30, 0.09));
   p.push_back(param({10}, 31, 0.09));
   Tensor h = x;
@@ -49,7 +50,8 @@ void cnn_step() {
   constexpr int kBlocks = 6;
   std::vector<Tensor> p = {param({8, 3, 3, 3}, 23, 0.2)};
   for (std::uint64_t b = 1; b < kBlocks; ++b) p.push_back(param({8, 8, 3, 3}, 23 + 10 * b, 0.1));
-  for (std::uint64_t b = 0; b < kBlocks; ++b) p.push_back(param({8}, 160 + b, 0.1)), p.push_back(param({8}, 170 + b, 0.1));
+  for (std::uint64_t b = 0; b < kBlocks; ++b)
+    p.push_back(param({8}, 160 + b, 0.1)), p.push_back(param({8}, 170 + b, 0.1));
   p.push_back(param({10, 8 * 3 * 3}, 29, 0.05));
   p.push_back(param({10}, 30, 0.05));
   std::vector<Tensor> stats;
@@ -57,7 +59,8 @@ void cnn_step() {
   Tensor h = x;
   for (int b = 0; b < kBlocks; ++b) {
     h = conv2d(h, p[b], Tensor(), {.padding = 1});
-    h = relu(batch_norm(h, p[kBlocks + 2 * b], p[kBlocks + 1 + 2 * b], stats[2 * b], stats[2 * b + 1], true));
+    h = relu(batch_norm(h, p[kBlocks + 2 * b], p[kBlocks + 1 + 2 * b], stats[2 * b],
+                        stats[2 * b + 1], true));
   }
   h = max_pool2d(h, MaxPool2dOptions{.kernel_size = 4, .stride = 4});
   h = dropout(flatten(h, 1), 0.3, true);
@@ -68,9 +71,9 @@ void cnn_step() {
 }
 
 struct Recorded {
-  DtrStats stats;      // the runtime's counters over the step
+  DtrStats stats;              // the runtime's counters over the step
   bool out_of_budget = false;  // the step threw OutOfBudget; its trace ends before the failed op
-  std::size_t base = 0;  // resident bytes before the step (constants of earlier tests)
+  std::size_t base = 0;        // resident bytes before the step (constants of earlier tests)
   Program program;
 };
 
@@ -84,7 +87,8 @@ class TraceReplay : public ::testing::Test {
 
   // Runs the step on the CPU pool under `budget` (bytes above what is resident before it) while
   // tracing, and reads the trace back.  The allocator cache starts empty, as the simulator's.
-  Recorded record(const std::function<void()>& step, DtrConfig cfg, std::optional<std::size_t> budget) {
+  Recorded record(const std::function<void()>& step, DtrConfig cfg,
+                  std::optional<std::size_t> budget) {
     Pool& pool = Pool::of(Device::cpu());
     cfg.budget.reset();
     pool.configure(cfg);
@@ -123,7 +127,8 @@ void expect_same_counts(const Recorded& real, const ReplayResult& sim, const std
 }
 
 TEST_F(TraceReplay, UnbudgetedStepReproducesPeakAndCompute) {
-  for (const auto& [name, step] : {std::pair{"mlp", std::function<void()>(mlp_step)}, std::pair{"cnn", std::function<void()>(cnn_step)}}) {
+  for (const auto& [name, step] : {std::pair{"mlp", std::function<void()>(mlp_step)},
+                                   std::pair{"cnn", std::function<void()>(cnn_step)}}) {
     const Recorded real = record(step, {}, std::nullopt);
     EXPECT_EQ(real.program.origin, Origin::Trace);
     ReplayOptions o;
@@ -133,7 +138,8 @@ TEST_F(TraceReplay, UnbudgetedStepReproducesPeakAndCompute) {
     EXPECT_EQ(sim.evictions, 0u);
     // The trace carries each kernel's measured seconds exactly; the runtime's window total is a
     // difference of running sums, hence the relative tolerance of a few roundings.
-    EXPECT_NEAR(sim.compute, real.stats.compute_seconds, 1e-12 * real.stats.compute_seconds) << name;
+    EXPECT_NEAR(sim.compute, real.stats.compute_seconds, 1e-12 * real.stats.compute_seconds)
+        << name;
     o.cost = CostModel::Unit;
     EXPECT_EQ(replay(real.program, o).compute, static_cast<double>(real.stats.executions)) << name;
   }
@@ -157,7 +163,8 @@ TEST_F(TraceReplay, BudgetedCountsEqualTheRuntimes) {
       o.heuristic = h;
       o.cost = cost;
       o.seed = 7;
-      const std::string what = fmt::format("mlp {} {} cost", heuristic_name(h), cost_model_name(cost));
+      const std::string what =
+          fmt::format("mlp {} {} cost", heuristic_name(h), cost_model_name(cost));
       const ReplayResult sim = replay(real.program, o);
       expect_same_counts(real, sim, what);
       if (cost == CostModel::Unit) {
@@ -167,10 +174,43 @@ TEST_F(TraceReplay, BudgetedCountsEqualTheRuntimes) {
   }
 }
 
+TEST_F(TraceReplay, DtrNextLearnsStepByStepAsTheRunDid) {
+  // Three steps under dtr-next, each ended with pool.end_step(): the first scores as dtr-eq, the
+  // others by the last step's next uses.  The trace marks the ends, and the replay learns at
+  // them as the run did, so its counts are the run's.
+  Pool& pool = Pool::of(Device::cpu());
+  const std::size_t peak =
+      record(mlp_step, {}, std::nullopt).stats.peak_resident_bytes - pool.resident_bytes();
+  for (CostModel cost : {CostModel::Unit, CostModel::Flops}) {
+    DtrConfig cfg;
+    cfg.heuristic = Heuristic::DtrNext;
+    cfg.cost = cost;
+    cfg.seed = 7;
+    pool.configure(cfg);
+    pool.end_step(), pool.end_step();  // no last step learned from earlier tests
+    const std::size_t budget = peak * 6 / 10;
+    const Recorded real = record(
+        [&] {
+          for (int step = 0; step < 3; ++step) mlp_step(), pool.end_step();
+        },
+        cfg, budget);
+    ASSERT_GT(real.stats.evictions, 0u) << "the budget must make the steps evict";
+    EXPECT_TRUE(marks_steps(real.program));
+    ReplayOptions o;
+    o.budget = budget;
+    o.heuristic = Heuristic::DtrNext;
+    o.cost = cost;
+    o.seed = 7;
+    expect_same_counts(real, replay(real.program, o),
+                       fmt::format("mlp, 3 steps, dtr-next, {} cost", cost_model_name(cost)));
+  }
+}
+
 TEST_F(TraceReplay, CellsFromBeforeTracingEnterAsConstants) {
   // As in the examples, whose parameters exist before --trace takes effect.
   Tensor w = reshape(tensor<float>(std::vector<float>(256, 0.5f)), {16, 16});
-  const Recorded real = record([&] { (void)sum(relu(matmul(w, w))).item<float>(); }, {}, std::nullopt);
+  const Recorded real =
+      record([&] { (void)sum(relu(matmul(w, w))).item<float>(); }, {}, std::nullopt);
   ASSERT_FALSE(real.program.events.empty());
   const Event& first = real.program.events.front();
   EXPECT_EQ(first.kind, EventKind::Constant);
