@@ -41,7 +41,14 @@ struct Heuristics {
 
  private:
   static double eq_cost(Pool& pool, Cell& cell, double c0);
-  static double next_use_distance(const Pool& pool, const Cell& cell, double staleness);
+  // dtr-next's time term and the cost of the ancestors it would rebuild along (see the .cpp).
+  struct NextUse {
+    double distance;
+    double gone_cost = 0;
+  };
+  static NextUse next_use(Pool& pool, const Cell& cell, double staleness);
+  static double gone_ancestors_cost(const Pool& pool, const Record& r, std::uint32_t at,
+                                    CostModel model, int& visits);
 };
 
 }  // namespace remat

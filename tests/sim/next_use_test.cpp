@@ -74,5 +74,30 @@ TEST(NextUse, ADivergedStepFallsBackToDtrEq) {
   EXPECT_EQ(next.compute, eq.compute);
 }
 
+// x (constant); a = f(x), b = f(a), both small; l = f(b); v = f(x); w = f(x) must evict l or v;
+// a and b are then released; w, v and l are read in that order.  Belady's rule alone evicts l,
+// read latest, but by then a and b are gone, and l's rebuild rebuilds them too (3 calls);
+// evicting v costs one.
+Program gone_inputs() {
+  std::string text = R"({"INSTRUCTION":"ANNOTATE","ANNOTATION":"START"}
+{"INSTRUCTION":"CONSTANT","NAME":"x"}
+{"INSTRUCTION":"MEMORY","NAME":"x","MEMORY":"1024"}
+)";
+  text += call("f", "a", {"x"}, 64) + call("f", "b", {"a"}, 64) + call("f", "l", {"b"}, 1024) +
+          call("f", "v", {"x"}, 1024) + call("f", "w", {"x"}, 1024) + release("a") + release("b") +
+          call("h", "o1", {"w"}, 4) + release("o1") + release("w") + call("h", "o2", {"v"}, 4) +
+          release("o2") + call("h", "o3", {"l"}, 4) + release("o3") + release("l") + release("v");
+  return parse_program(text, "gone.log");
+}
+
+TEST(NextUse, KeepsAValueWhoseInputsAreGoneByItsNextUse) {
+  ReplayOptions o = options(Heuristic::DtrNext);
+  o.budget = 1024 + 2 * 64 + 2 * 1024 + 200;  // x, a, b and two of l, v, w
+  const ReplayResult next = replay(gone_inputs(), o);
+  ASSERT_EQ(next.status, ReplayStatus::Ok) << next.message;
+  EXPECT_EQ(next.rematerializations, 1u) << "v rebuilt, not l with a and b";
+  EXPECT_EQ(next.compute, 9.0);  // eight calls and one replay
+}
+
 }  // namespace
 }  // namespace remat::sim
