@@ -101,7 +101,8 @@ double Heuristics::eq_cost(Pool& pool, Cell& cell, double c0) {
 // The ancestors of `r` made in this step that the last step no longer read at or after call
 // `at`: by then they are likely gone (released and freed), and rebuilding r's output would
 // rebuild them too.  Their cost, visiting at most `visits` records (past that, infinity: a
-// long chain of them, such as a whole forward pass behind the logits read after backward).
+// long chain of them, such as a whole forward pass behind the logits read after backward).  An
+// ancestor reached along two paths counts twice: an estimate, bounded by the visits.
 double Heuristics::gone_ancestors_cost(const Pool& pool, const Record& r, std::uint32_t at,
                                        CostModel model, int& visits) {
   double cost = 0;
@@ -132,7 +133,8 @@ double Heuristics::gone_ancestors_cost(const Pool& pool, const Record& r, std::u
 // dtr_sim, its ReLU outputs' inputs being gone by backward but cheap): measured on
 // ResNet-20 in the runtime at half its peak (flops cost), 21 rematerializations a step instead of
 // 36 (dtr-eq: 25).
-Heuristics::NextUse Heuristics::next_use(Pool& pool, const Cell& cell, double staleness) {
+Heuristics::NextUse Heuristics::next_use(Pool& pool, const Cell& cell, double c0,
+                                         double staleness) {
   if (pool.diverged_ || pool.last_step_.empty()) return {staleness};
   const double calls_stale = static_cast<double>(pool.program_calls_ - cell.last_call_ + 1);
   const Record& r = *cell.record();
@@ -146,7 +148,7 @@ Heuristics::NextUse Heuristics::next_use(Pool& pool, const Cell& cell, double st
   pool.total_.metadata_accesses += static_cast<std::uint64_t>(kMaxVisits - std::max(visits, 0));
   // Gone ancestors that cost more than the cell itself: its rebuild at the next use would cost
   // more than twice what Belady's rule assumes, so the distance is no guide.
-  if (out.gone_cost > cell.record()->cost(pool.config_.cost)) out.distance = calls_stale;
+  if (out.gone_cost > c0) out.distance = calls_stale;
   return out;
 }
 
@@ -198,7 +200,7 @@ double Heuristics::score(Pool& pool, Cell& cell, double bound) {
     case Heuristic::DtrEq:
       return eq_cost(pool, cell, c0) / (m * s);
     case Heuristic::DtrNext: {
-      const NextUse next = next_use(pool, cell, s);
+      const NextUse next = next_use(pool, cell, c0, s);
       return (eq_cost(pool, cell, c0) + next.gone_cost) / (m * next.distance);
     }
   }

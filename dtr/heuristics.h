@@ -46,7 +46,7 @@ struct Heuristics {
     double distance;
     double gone_cost = 0;
   };
-  static NextUse next_use(Pool& pool, const Cell& cell, double staleness);
+  static NextUse next_use(Pool& pool, const Cell& cell, double c0, double staleness);
   static double gone_ancestors_cost(const Pool& pool, const Record& r, std::uint32_t at,
                                     CostModel model, int& visits);
 };

@@ -351,7 +351,8 @@ OptimalSchedule optimal_schedule(const OpGraph& graph, std::size_t budget_bytes,
   consider(greedy_schedule(graph, budget_bytes, GreedyRule::FurthestUse));
   const bool started = !out.steps.empty();
   double bound = baseline;
-  // Solves `model` from the best schedule so far; true when it proves that schedule optimal.
+  // Solves `model` from the best schedule so far; true when it proves that schedule optimal, or
+  // proves that no schedule fits (out.steps then stays empty).
   auto solve = [&](Checkmate& model, const Sinks* dropped) {
     if (!out.steps.empty()) {
       auto values =

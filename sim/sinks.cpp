@@ -27,6 +27,10 @@ Sinks without_sinks(const OpGraph& whole) {
   kept_before[whole.nodes.size() + 1] = kept_before[whole.nodes.size()] + 1;
   r.graph.final_stage = whole.final_stage;
   r.graph.values = whole.values;
+  const auto stage_index = [&](std::int32_t s) {
+    return static_cast<std::size_t>(
+        std::clamp<std::int32_t>(s, 0, static_cast<std::int32_t>(whole.nodes.size()) + 1));
+  };
   for (auto& val : r.graph.values) {
     if (val.producer != OpGraph::kNone) {
       val.producer = r.reduced[static_cast<std::size_t>(val.producer)];
@@ -34,10 +38,6 @@ Sinks without_sinks(const OpGraph& whole) {
     }
     // Held from the first kept stage at or after its creation through the last kept stage at or
     // before the end of its hold: never longer than in the whole graph.
-    const auto stage_index = [&](std::int32_t s) {
-      return static_cast<std::size_t>(
-          std::clamp<std::int32_t>(s, 0, static_cast<std::int32_t>(whole.nodes.size()) + 1));
-    };
     val.created = kept_before[stage_index(val.created)];
     val.held_until =
         val.held_until < 0 ? val.held_until : kept_before[stage_index(val.held_until + 1)] - 1;
@@ -85,7 +85,6 @@ std::vector<std::uint32_t> with_sinks(const OpGraph& whole, const Sinks& r,
     stage.push_back(w);
     out.insert(out.end(), stage.begin(), stage.end());
     stage.clear();
-    next_sink = w + 1;
     ++frontier;
   }
   place(static_cast<std::uint32_t>(whole.nodes.size()));  // sinks after the last kept node
