@@ -18,7 +18,10 @@ struct UnevictableBytes {
   std::size_t optimizer_state = 0;
   std::size_t constants = 0;  // data, buffers and other values without a record
   std::size_t pinned = 0;     // inputs and outputs of the op calls in flight
-  std::size_t cached = 0;     // free blocks the allocator still holds (not unevictable)
+  // Free blocks the allocator still holds (not unevictable); in an OutOfBudget for an
+  // allocation, what the allocator would hold beyond the tensors once it is served (free pieces
+  // of segments in use, size rounding, the rest of a fresh segment).
+  std::size_t cached = 0;
   std::size_t total() const {
     return parameters + gradients + engine_gradients + optimizer_state + constants + pinned;
   }
@@ -32,8 +35,9 @@ class OutOfBudget : public Error {
   std::size_t pinned() const { return held_.total(); }
   std::size_t budget() const { return budget_; }
   const UnevictableBytes& unevictable() const { return held_; }
-  // A lower bound on a budget that lets this op run: what cannot be evicted plus what it needs.
-  std::size_t smallest_budget() const { return held_.total() + needed_; }
+  // A lower bound on a budget that lets this op run: what cannot be evicted, what it needs, and
+  // what the allocator holds beside them to serve it.
+  std::size_t smallest_budget() const { return held_.total() + needed_ + held_.cached; }
 
  private:
   std::string op_;

@@ -288,8 +288,13 @@ void Pool::make_room(std::size_t bytes, std::string_view op) {
     // Enough bytes are free but in pieces too small: first try a victim whose block joins free
     // neighbours into a block that fits.
     if (bytes && evict_to_fit(cls)) continue;
-    if (!evict_batch(excess, headroom))
-      throw OutOfBudget(std::string(op), bytes, budget, unevictable_bytes());
+    if (!evict_batch(excess, headroom)) {
+      // What the allocator would hold beyond the tensors: on a device, free pieces of segments
+      // in use and the rest of a fresh segment, which can exceed a small budget by themselves.
+      UnevictableBytes u = unevictable_bytes();
+      u.cached = cached_after;
+      throw OutOfBudget(std::string(op), bytes, budget, u);
+    }
   }
 }
 

@@ -38,6 +38,7 @@ TensorMeta broadcast_meta(std::string_view op, std::span<const TensorMeta> in,
 // The kinds and their arithmetic are in ops/elementwise_math.h, shared with the CUDA kernels.
 using detail::apply_binary;
 using detail::Binary;
+using detail::Unary;
 constexpr std::size_t kBinaryKinds = static_cast<std::size_t>(Binary::Count);
 
 // One name per kind, checked against the enum at compile time.
@@ -192,32 +193,6 @@ Tensor scalar_like(const Tensor& a, double v) {
 
 // ---------------------------------------------------------------- unary ops
 // LeakyRelu, Clamp and PowScalar carry attributes: their Ops are made per call.
-enum class Unary {
-  Neg,
-  Exp,
-  Log,
-  Sqrt,
-  Rsqrt,
-  Abs,
-  Sign,
-  Tanh,
-  Sigmoid,
-  Relu,
-  LeakyRelu,
-  Gelu,
-  Erf,
-  Clamp,
-  PowScalar,
-  Sin,
-  Cos,
-  Log1p,
-  Expm1,
-  Silu,
-  GeluTanh,
-  Softplus,  // p = beta, q = threshold
-  Elu,       // p = alpha
-  Count
-};
 constexpr std::size_t kUnaryKinds = static_cast<std::size_t>(Unary::Count);
 
 constexpr auto kUnaryNames = std::to_array<std::string_view>(
@@ -357,6 +332,14 @@ class UnaryOp final : public Op {
       }
     });
   }
+#if REMAT_WITH_CUDA
+  void cuda(std::span<const KernelArg> in, std::span<const KernelArg> out) const override {
+    const Shape& shape = out[0].meta->shape;
+    detail::cuda_launch::unary(static_cast<int>(kind_), detail::scalar_of(in[0].meta->dtype),
+                               detail::extent_of(shape), detail::operand_of(out[0], shape),
+                               detail::operand_of(in[0], shape), p_, q_, has_p_, has_q_);
+  }
+#endif
   std::vector<Tensor> backward(const BackwardContext& c) const override {
     const Tensor& g = c.grad(0);
     switch (kind_) {
@@ -472,6 +455,15 @@ class WhereOp final : public Op {
       });
     });
   }
+#if REMAT_WITH_CUDA
+  void cuda(std::span<const KernelArg> in, std::span<const KernelArg> out) const override {
+    const Shape& shape = out[0].meta->shape;
+    detail::cuda_launch::where(detail::scalar_of(in[0].meta->dtype),
+                               detail::scalar_of(in[1].meta->dtype), detail::extent_of(shape),
+                               detail::operand_of(out[0], shape), detail::operand_of(in[0], shape),
+                               detail::operand_of(in[1], shape), detail::operand_of(in[2], shape));
+  }
+#endif
   std::vector<Tensor> backward(const BackwardContext& c) const override {
     const Tensor& g = c.grad(0);
     Tensor z = zeros({}, {g.dtype(), g.device()});

@@ -1,7 +1,7 @@
-// Internal: the arithmetic of the binary element-wise ops, shared by the CPU kernels
-// (ops/elementwise.cpp) and the CUDA kernels (ops/cuda/elementwise.cu), so both devices follow
-// one definition (PyTorch's semantics: NaN propagates through maximum/minimum, floor_divide and
-// remainder round toward minus infinity).  Plain C++17 that nvcc also compiles.
+// Internal: the kinds of the element-wise ops and the arithmetic of the binary ones, shared by the
+// CPU kernels (ops/elementwise.cpp) and the CUDA kernels (ops/cuda/elementwise.cu), so both devices
+// follow one definition (PyTorch's semantics: NaN propagates through maximum/minimum, floor_divide
+// and remainder round toward minus infinity).  Plain C++17 that nvcc also compiles.
 #pragma once
 #include <cmath>
 #include <cstddef>
@@ -36,6 +36,34 @@ enum class Binary {
   Le,
   Gt,
   Ge,
+  Count
+};
+
+// The unary kinds; LeakyRelu, Clamp, PowScalar, Softplus and Elu take attributes p (and q).
+enum class Unary {
+  Neg,
+  Exp,
+  Log,
+  Sqrt,
+  Rsqrt,
+  Abs,
+  Sign,
+  Tanh,
+  Sigmoid,
+  Relu,
+  LeakyRelu,
+  Gelu,
+  Erf,
+  Clamp,
+  PowScalar,
+  Sin,
+  Cos,
+  Log1p,
+  Expm1,
+  Silu,
+  GeluTanh,
+  Softplus,  // p = beta, q = threshold
+  Elu,       // p = alpha
   Count
 };
 

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 
 #include "ops/cuda/launch.h"
 #include "ops/elementwise_math.h"
@@ -91,6 +92,101 @@ __global__ void binary_kernel(Index ix, std::int64_t n, T* out, Strides so, cons
     std::int64_t off[3];
     ix.offsets(i, strides, 3, off);
     out[off[0]] = apply_binary<T>(K, a[off[1]], b[off[2]]);
+  }
+}
+
+// The unary kinds as the CPU kernels compute them (ops/elementwise.cpp); transcendental functions
+// are CUDA's, within a few ulp of the CPU's, not bit-equal to them.
+template <class T>
+__device__ T unary_value(Unary k, T x, T p, T q, bool has_p, bool has_q) {
+  switch (k) {
+    case Unary::Neg:
+      return static_cast<T>(-x);
+    case Unary::Abs:
+      return x < T(0) ? static_cast<T>(-x) : x;
+    case Unary::Sign:
+      return static_cast<T>((T(0) < x) - (x < T(0)));
+    case Unary::Relu:  // NaN propagates
+      return (x > T(0)) || (x != x) ? x : T(0);
+    case Unary::Clamp: {  // min(max(x, p), q), as PyTorch
+      const T y = has_p && x < p ? p : x;
+      return has_q && y > q ? q : y;
+    }
+    default:
+      break;
+  }
+  if constexpr (std::is_floating_point_v<T>) {
+    constexpr double kSqrtHalf = 0.70710678118654752440;     // 1/sqrt(2)
+    constexpr double kSqrt2OverPi = 0.79788456080286535588;  // sqrt(2/pi)
+    switch (k) {
+      case Unary::Exp:
+        return std::exp(x);
+      case Unary::Log:
+        return std::log(x);
+      case Unary::Sqrt:
+        return std::sqrt(x);
+      case Unary::Rsqrt:
+        return T(1) / std::sqrt(x);
+      case Unary::Tanh:
+        return std::tanh(x);
+      case Unary::Sigmoid:
+        return T(1) / (T(1) + std::exp(-x));
+      case Unary::LeakyRelu:
+        return x > T(0) ? x : static_cast<T>(x * p);
+      case Unary::Gelu:
+        return static_cast<T>(0.5 * x * (1.0 + std::erf(x * kSqrtHalf)));
+      case Unary::Erf:
+        return std::erf(x);
+      case Unary::PowScalar:
+        return std::pow(x, p);
+      case Unary::Sin:
+        return std::sin(x);
+      case Unary::Cos:
+        return std::cos(x);
+      case Unary::Log1p:
+        return std::log1p(x);
+      case Unary::Expm1:
+        return std::expm1(x);
+      case Unary::Silu:
+        return x / (T(1) + std::exp(-x));
+      case Unary::GeluTanh: {
+        const T c = static_cast<T>(kSqrt2OverPi);
+        return T(0.5) * x * (T(1) + std::tanh(c * (x + T(0.044715) * x * x * x)));
+      }
+      case Unary::Softplus:  // linear above the threshold
+        return p * x > q ? x : std::log1p(std::exp(p * x)) / p;
+      case Unary::Elu:
+        return x > T(0) ? x : p * std::expm1(x);
+      default:
+        break;
+    }
+  }
+  return T(0);
+}
+
+// The kind is a kernel argument: every thread takes the same branch, and one kernel per type
+// instead of one per kind keeps the CUDA compile short.
+template <class T>
+__global__ void unary_kernel(Index ix, std::int64_t n, Unary k, T* out, Strides so, const T* in,
+                             Strides si, T p, T q, bool has_p, bool has_q) {
+  const std::int64_t* strides[2] = {so.s, si.s};
+  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<std::int64_t>(blockDim.x) * gridDim.x) {
+    std::int64_t off[2];
+    ix.offsets(i, strides, 2, off);
+    out[off[0]] = unary_value<T>(k, in[off[1]], p, q, has_p, has_q);
+  }
+}
+
+template <class C, class T>
+__global__ void where_kernel(Index ix, std::int64_t n, T* out, Strides so, const C* cond,
+                             Strides sc, const T* a, Strides sa, const T* b, Strides sb) {
+  const std::int64_t* strides[4] = {so.s, sc.s, sa.s, sb.s};
+  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<std::int64_t>(blockDim.x) * gridDim.x) {
+    std::int64_t off[4];
+    ix.offsets(i, strides, 4, off);
+    out[off[0]] = cond[off[1]] != C(0) ? a[off[2]] : b[off[3]];
   }
 }
 
@@ -196,6 +292,37 @@ void binary(int kind, Scalar t, const Extent& e, const Operand& out, const Opera
                      std::make_index_sequence<static_cast<std::size_t>(Binary::Count)>{});
   });
   check_launch("binary");
+}
+
+void unary(int kind, Scalar t, const Extent& e, const Operand& out, const Operand& in, double p,
+           double q, bool has_p, bool has_q) {
+  const std::int64_t n = e.numel();
+  if (n == 0) return;
+  visit(t, [&](auto z) {
+    using T = decltype(z);
+    unary_kernel<T><<<blocks_for(n), kThreads>>>(
+        index_of(e), n, static_cast<Unary>(kind), static_cast<T*>(out.data), strides_of(out),
+        static_cast<const T*>(in.data), strides_of(in), static_cast<T>(p), static_cast<T>(q), has_p,
+        has_q);
+  });
+  check_launch("unary");
+}
+
+void where(Scalar cond_t, Scalar t, const Extent& e, const Operand& out, const Operand& cond,
+           const Operand& a, const Operand& b) {
+  const std::int64_t n = e.numel();
+  if (n == 0) return;
+  visit(cond_t, [&](auto zc) {
+    using C = decltype(zc);
+    visit(t, [&](auto z) {
+      using T = decltype(z);
+      where_kernel<C, T><<<blocks_for(n), kThreads>>>(
+          index_of(e), n, static_cast<T*>(out.data), strides_of(out),
+          static_cast<const C*>(cond.data), strides_of(cond), static_cast<const T*>(a.data),
+          strides_of(a), static_cast<const T*>(b.data), strides_of(b));
+    });
+  });
+  check_launch("where");
 }
 
 void sum(Scalar t, const Extent& kept_extent, const Operand& kept, const Extent& reduced_extent,

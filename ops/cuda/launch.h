@@ -37,6 +37,14 @@ void copy(Scalar out_t, Scalar in_t, const Extent& e, const Operand& out, const 
 void binary(int kind, Scalar t, const Extent& e, const Operand& out, const Operand& a,
             const Operand& b);
 
+// out = kind(in) with the kinds of ops/elementwise_math.h's Unary (p, q: its attributes; has_p,
+// has_q: which bounds a clamp has).  Integer tensors take only neg, abs, sign, relu and clamp.
+void unary(int kind, Scalar t, const Extent& e, const Operand& out, const Operand& in, double p,
+           double q, bool has_p, bool has_q);
+// out = cond != 0 ? a : b, cond of scalar type cond_t, a, b and out of type t.
+void where(Scalar cond_t, Scalar t, const Extent& e, const Operand& out, const Operand& cond,
+           const Operand& a, const Operand& b);
+
 // out[o] = the sum of `in` over the reduced extent at output o of the kept extent, in row-major
 // order (the CPU's order), accumulated in double (int64 for int64); `kept` and `reduced` hold
 // in's strides over those dims; out is contiguous.

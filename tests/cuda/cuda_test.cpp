@@ -68,6 +68,38 @@ std::vector<OpCase> op_cases() {
          return sum(x[0], {0, 2});
        }},
       {"sum_strided", {{4, 5}}, [](V x) { return sum(transpose(x[0], 0, 1), {1}, true); }},
+      {"neg", {{4, 5}}, [](V x) { return neg(x[0]); }},
+      {"exp_log", {{4, 5}}, [](V x) { return log(add(exp(x[0]), 1.0)); }},
+      {"sqrt_rsqrt",
+       {{4, 5}},
+       [](V x) {
+         const Tensor sq = mul(x[0], x[0]);
+         return mul(sqrt(add(sq, 1.0)), rsqrt(add(sq, 2.0)));
+       }},
+      {"abs", {{4, 5}}, [](V x) { return abs(x[0]); }},
+      {"tanh", {{4, 5}}, [](V x) { return tanh(x[0]); }},
+      {"sigmoid", {{4, 5}}, [](V x) { return sigmoid(x[0]); }},
+      {"relu", {{4, 5}}, [](V x) { return relu(x[0]); }},
+      {"leaky_relu", {{4, 5}}, [](V x) { return leaky_relu(x[0], 0.1); }},
+      {"gelu", {{4, 5}}, [](V x) { return gelu(x[0]); }},
+      {"gelu_tanh", {{4, 5}}, [](V x) { return gelu(x[0], "tanh"); }},
+      {"silu", {{4, 5}}, [](V x) { return silu(x[0]); }},
+      {"softplus", {{4, 5}}, [](V x) { return softplus(x[0], 2.0, 1.0); }},
+      {"elu", {{4, 5}}, [](V x) { return elu(x[0], 0.5); }},
+      {"clamp", {{4, 5}}, [](V x) { return clamp(x[0], -0.5, 0.5); }},
+      {"sin_cos", {{4, 5}}, [](V x) { return add(sin(x[0]), cos(x[0])); }},
+      {"log1p_expm1", {{4, 5}}, [](V x) { return add(log1p(mul(x[0], x[0])), expm1(x[0])); }},
+      {"erf", {{4, 5}}, [](V x) { return erf(x[0]); }},
+      {"pow_scalar", {{4, 5}}, [](V x) { return pow(x[0], 3.0); }},
+      {"where", {{4, 5}, {5}}, [](V x) { return where(gt(x[0], x[1]), x[0], x[1]); }},
+      {"sign", {{4, 5}}, [](V x) { return sign(x[0]); }, false},
+      {"int64_unary",
+       {{4, 5}},
+       [](V x) {
+         const Tensor i = to_dtype(mul(x[0], 10.0), DType::Int64);
+         return to_dtype(add(abs(i), relu(neg(i))), DType::Float32);
+       },
+       false},
   };
 }
 
@@ -150,6 +182,7 @@ TEST(CudaMemory, SegmentsAndOutOfMemory) {
 
 // A few steps of a two-layer perceptron on the GPU, with plain SGD written in ops: every loss
 // and the final weights have the same bits under half the unbudgeted peak as without a budget.
+// The budget counts held bytes (whole segments); the peak is the tensors' (resident).
 std::vector<float> train_mlp_on_gpu(std::optional<double> fraction, std::size_t* peak) {
   Pool& pool = Pool::of(Device::cuda());
   DtrConfig cfg;
@@ -158,21 +191,23 @@ std::vector<float> train_mlp_on_gpu(std::optional<double> fraction, std::size_t*
   pool.configure(cfg);
   pool.reset_stats();
   const Device gpu = Device::cuda();
-  Tensor w1 = to(mul(randn({64, 32}, {.seed = 1}), 0.1), gpu);
-  Tensor w2 = to(mul(randn({8, 64}, {.seed = 2}), 0.1), gpu);
+  // Activations of 16 MiB each: large requests take segments of their own size, so half the
+  // peak is not a budget smaller than the segments the tensors need.
+  Tensor w1 = to(mul(randn({1024, 32}, {.seed = 1}), 0.1), gpu);
+  Tensor w2 = to(mul(randn({8, 1024}, {.seed = 2}), 0.1), gpu);
   std::vector<float> out;
   for (int step = 0; step < 4; ++step) {
     w1.set_requires_grad(true), w2.set_requires_grad(true);
-    const Tensor x = to(randn({256, 32}, {.seed = 10u + step}), gpu);
-    const Tensor y = to(randn({256, 8}, {.seed = 20u + step}), gpu);
+    const Tensor x = to(randn({4096, 32}, {.seed = 10u + step}), gpu);
+    const Tensor y = to(randn({4096, 8}, {.seed = 20u + step}), gpu);
     Tensor h = linear(x, w1);
     for (int layer = 0; layer < 6; ++layer) h = maximum(add(h, mul(h, 0.5)), mul(h, 0.01));
     const Tensor d = sub(linear(h, w2), y);
     const Tensor loss = sum(mul(d, d));
     const auto g = grad({loss}, {w1, w2});
     out.push_back(loss.item<float>());
-    w1 = detach(sub(w1, mul(g[0], 1e-4)));
-    w2 = detach(sub(w2, mul(g[1], 1e-4)));
+    w1 = detach(sub(w1, mul(g[0], 1e-6)));
+    w2 = detach(sub(w2, mul(g[1], 1e-6)));
   }
   for (float v : w2.to_vector<float>()) out.push_back(v);
   if (!fraction) *peak = pool.stats().peak_resident_bytes;

@@ -44,8 +44,20 @@ TEST(SegmentPool, ABudgetCountsWholeSegments) {
     p.pool->new_constant(3 * kMiB);
   } catch (const OutOfBudget& e) {
     EXPECT_EQ(e.budget(), 3 * kMiB);
+    // The smallest budget counts the segments, not only the tensors: 1 MiB + 3 MiB of tensors
+    // hold a 2 MiB and a 20 MiB segment, and the message says where the rest goes.
+    EXPECT_EQ(e.unevictable().cached,
+              SegmentSizes::kSmallSegment + SegmentSizes::kMediumSegment - 4 * kMiB);
+    EXPECT_EQ(e.smallest_budget(), SegmentSizes::kSmallSegment + SegmentSizes::kMediumSegment);
+    EXPECT_NE(std::string(e.what()).find("held by the allocator beside the tensors"),
+              std::string::npos)
+        << e.what();
   }
   EXPECT_EQ(p.source->mapped_bytes(), SegmentSizes::kSmallSegment);  // nothing mapped beyond it
+  // The budget it names is enough.
+  cfg.budget = SegmentSizes::kSmallSegment + SegmentSizes::kMediumSegment;
+  p.pool->configure(cfg);
+  EXPECT_NO_THROW(p.pool->new_constant(3 * kMiB));
 }
 
 TEST(SegmentPool, ExhaustedMemoryIsOutOfBudgetNotACrash) {
