@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "ops/cpu/loops.h"
+#include "ops/cuda/device_args.h"
 #include "ops/elementwise.h"
 #include "ops/factory.h"
 #include "ops/join.h"
@@ -71,6 +72,21 @@ class GatherOp final : public Op {
                        [&](std::int64_t e, const auto&, std::int64_t off) { y[e] = x[off]; });
     });
   }
+#if REMAT_WITH_CUDA
+  void cuda(std::span<const KernelArg> in, std::span<const KernelArg> out) const override {
+    const TensorMeta &data = *in[0].meta, &index = *in[1].meta;
+    detail::cuda_launch::Operand rows = detail::strided_operand(in[0]);
+    rows.strides[dim_] = 0;  // the index picks the position along dim
+    const std::int64_t bad =
+        detail::cuda_launch::gather(detail::scalar_of(data.dtype), detail::extent_of(index.shape),
+                                    detail::strided_operand(in[1]), rows, data.strides[dim_],
+                                    data.shape[dim_], detail::strided_operand(out[0]));
+    REMAT_CHECK(bad < 0,
+                "gather: an index is out of range for dim {} of size {} (index shape {}, first bad "
+                "element {})",
+                dim_, data.shape[dim_], index.shape, bad);
+  }
+#endif
   std::vector<Tensor> backward(const BackwardContext& c) const override {
     const auto& m = c.input_meta(0);
     return {scatter_add(zeros(m.shape, {m.dtype, m.device}), dim_, c.input(1), c.grad(0)),
@@ -111,6 +127,24 @@ class ScatterAddOp final : public Op {
                        });
     });
   }
+#if REMAT_WITH_CUDA
+  void cuda(std::span<const KernelArg> in, std::span<const KernelArg> out) const override {
+    const TensorMeta &index = *in[1].meta, &y = *out[0].meta;
+    detail::cuda_launch::copy(detail::scalar_of(y.dtype), detail::scalar_of(in[0].meta->dtype),
+                              detail::extent_of(y.shape), detail::operand_of(out[0], y.shape),
+                              detail::operand_of(in[0], y.shape));
+    Shape slices = index.shape;
+    slices[dim_] = 1;
+    const std::int64_t bad = detail::cuda_launch::scatter_add(
+        detail::scalar_of(y.dtype), detail::extent_of(slices), index.shape[dim_],
+        detail::strided_operand(in[1]), index.strides[dim_], detail::strided_operand(in[2]),
+        in[2].meta->strides[dim_], detail::strided_operand(out[0]), y.strides[dim_], y.shape[dim_]);
+    REMAT_CHECK(bad < 0,
+                "scatter_add: an index is out of range for dim {} of size {} (index shape {}, "
+                "first bad slice {}, position {} along the dim)",
+                dim_, y.shape[dim_], index.shape, bad / index.shape[dim_], bad % index.shape[dim_]);
+  }
+#endif
   std::vector<Tensor> backward(const BackwardContext& c) const override {
     Tensor gsrc;
     if (c.needs(2)) {

@@ -5,7 +5,9 @@
 #include <cmath>
 
 #include "autograd/grad_mode.h"
+#include "core/cuda.h"
 #include "ops/cpu/loops.h"
+#include "ops/cuda/device_args.h"
 #include "ops/elementwise.h"
 #include "ops/factory.h"
 #include "ops/index.h"
@@ -78,6 +80,26 @@ class NllLossOp final : public Op {
       }
     });
   }
+#if REMAT_WITH_CUDA
+  void cuda(std::span<const KernelArg> in, std::span<const KernelArg> out) const override {
+    const TensorMeta& m = *in[0].meta;
+    const std::int64_t classes = m.shape[1];
+    const std::int64_t n_targets = in[1].meta->numel();
+    const std::int64_t inner = m.shape[0] == 0 ? 1 : n_targets / m.shape[0];
+    const auto* target = reinterpret_cast<const std::int64_t*>(in[1].bytes());
+    const std::int64_t bad = detail::cuda_launch::nll_loss(
+        detail::scalar_of(m.dtype), n_targets, classes, inner, in[0].bytes(), target,
+        has_weight_ ? in[2].bytes() : nullptr, ignore_index_, out[0].bytes(), out[1].bytes(),
+        reinterpret_cast<std::int64_t*>(out[2].bytes()));
+    if (bad < 0) return;
+    std::int64_t t = 0;
+    detail::cuda_memory::copy_to_host(&t, target + bad, sizeof t);
+    REMAT_THROW(
+        "{}: target {} at position {} is out of range for {} classes (expected 0 <= target < {}, "
+        "or ignore_index {}); input shape {}, target shape {}",
+        caller_, t, bad, classes, classes, ignore_index_, m.shape, in[1].meta->shape);
+  }
+#endif
   std::vector<Tensor> backward(const BackwardContext& c) const override {
     const TensorMeta& m = c.input_meta(0);
     Tensor coef = unsqueeze(neg(mul(c.grad(0), c.output(1))), 1);

@@ -4,6 +4,7 @@
 
 #include "core/parallel.h"
 #include "ops/cpu/loops.h"
+#include "ops/cuda/device_args.h"
 #include "ops/op.h"
 
 namespace remat {
@@ -143,6 +144,16 @@ class SgdStepOp final : public Op {
       });
     });
   }
+#if REMAT_WITH_CUDA
+  void cuda(std::span<const KernelArg> in, std::span<const KernelArg> out) const override {
+    const bool momentum = p_.momentum != 0;
+    detail::cuda_launch::sgd_step(detail::scalar_of(in[0].meta->dtype), in[0].meta->numel(),
+                                  in[0].bytes(), momentum ? in[1].bytes() : nullptr,
+                                  in[momentum ? 2 : 1].bytes(), out[0].bytes(),
+                                  momentum ? out[1].bytes() : nullptr, p_.lr, p_.momentum,
+                                  p_.dampening, p_.weight_decay, p_.nesterov);
+  }
+#endif
   double flops(std::span<const TensorMeta> in, std::span<const TensorMeta>) const override {
     return 6.0 * static_cast<double>(in[0].numel());
   }

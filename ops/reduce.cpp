@@ -227,6 +227,20 @@ class ExtremeOp final : public Op {
       });
     });
   }
+#if REMAT_WITH_CUDA
+  void cuda(std::span<const KernelArg> in, std::span<const KernelArg> out) const override {
+    const TensorMeta& m = *in[0].meta;
+    const ReduceGeometry g(m, m.dim() == 0 ? std::vector<std::int64_t>{} : std::vector{dim_});
+    detail::cuda_launch::Operand kept;
+    kept.data = in[0].bytes();
+    for (std::size_t d = 0; d < g.kept_in_strides.size(); ++d)
+      kept.strides[d] = g.kept_in_strides[d];
+    detail::cuda_launch::extreme(is_max_, detail::scalar_of(m.dtype),
+                                 detail::extent_of(g.kept_shape), kept, g.reduced,
+                                 g.red_strides.empty() ? 0 : g.red_strides[0], out[0].bytes(),
+                                 reinterpret_cast<std::int64_t*>(out[1].bytes()));
+  }
+#endif
   std::vector<Tensor> backward(const BackwardContext& c) const override {
     const Shape& in_shape = c.input_meta(0).shape;
     if (in_shape.empty()) return {c.grad(0)};

@@ -8,6 +8,7 @@
 #include "ops/cpu/lane_sum.h"
 #include "ops/cpu/loops.h"
 #include "ops/cpu/softmax_row.h"
+#include "ops/cuda/device_args.h"
 #include "ops/elementwise.h"
 #include "ops/op.h"
 #include "ops/reduce.h"
@@ -121,6 +122,14 @@ class SoftmaxBackwardOp final : public Op {
     });
   }
 
+#if REMAT_WITH_CUDA
+  void cuda(std::span<const KernelArg> in, std::span<const KernelArg> out) const override {
+    const TensorMeta& m = *in[0].meta;
+    const std::int64_t n = m.shape[m.dim() - 1];
+    detail::cuda_launch::softmax_backward(detail::scalar_of(m.dtype), n == 0 ? 0 : m.numel() / n, n,
+                                          in[0].bytes(), in[1].bytes(), out[0].bytes(), log_);
+  }
+#endif
  private:
   bool log_;
 };
@@ -168,6 +177,17 @@ class SoftmaxOp final : public Op {
       });
     });
   }
+#if REMAT_WITH_CUDA
+  void cuda(std::span<const KernelArg> in, std::span<const KernelArg> out) const override {
+    const TensorMeta& m = *in[0].meta;
+    std::int64_t outer = 1, inner = 1;
+    const std::int64_t d_size = m.dim() == 0 ? 1 : m.shape[dim_];
+    for (std::int64_t d = 0; d < dim_; ++d) outer *= m.shape[d];
+    for (std::int64_t d = dim_ + 1; d < m.dim(); ++d) inner *= m.shape[d];
+    detail::cuda_launch::softmax(detail::scalar_of(m.dtype), outer, d_size, inner, in[0].bytes(),
+                                 out[0].bytes(), log_);
+  }
+#endif
   std::vector<Tensor> backward(const BackwardContext& c) const override {
     const Tensor& g = c.grad(0);
     const Tensor& y = c.output(0);

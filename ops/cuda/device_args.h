@@ -39,4 +39,12 @@ inline cuda_launch::Operand operand_of(const KernelArg& a, const Shape& shape) {
   return o;
 }
 
+// `a` over its own shape, with its own strides, at its element offset.
+inline cuda_launch::Operand strided_operand(const KernelArg& a) {
+  cuda_launch::Operand o;
+  o.data = a.bytes();
+  for (std::size_t d = 0; d < a.meta->strides.size(); ++d) o.strides[d] = a.meta->strides[d];
+  return o;
+}
+
 }  // namespace remat::detail

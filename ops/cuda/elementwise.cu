@@ -8,54 +8,12 @@
 #include <string>
 #include <type_traits>
 
+#include "ops/cuda/common.cuh"
 #include "ops/cuda/launch.h"
 #include "ops/elementwise_math.h"
 
 namespace remat::detail::cuda_launch {
 namespace {
-
-constexpr int kThreads = 256;
-
-void check_launch(const char* what) {
-  const cudaError_t err = cudaGetLastError();
-  if (err != cudaSuccess)
-    throw std::runtime_error(std::string("CUDA kernel ") + what + ": " + cudaGetErrorString(err));
-}
-
-int blocks_for(std::int64_t n) {
-  const std::int64_t b = (n + kThreads - 1) / kThreads;
-  return static_cast<int>(b < 65535 * 32 ? (b > 0 ? b : 1) : 65535 * 32);
-}
-
-// Offsets of element `i` of the extent in up to three operands.
-struct Index {
-  int ndim;
-  std::int64_t sizes[kMaxDims];
-  __device__ void offsets(std::int64_t i, const std::int64_t* const* strides, int count,
-                          std::int64_t* off) const {
-    for (int k = 0; k < count; ++k) off[k] = 0;
-    for (int d = ndim - 1; d >= 0; --d) {
-      const std::int64_t idx = i % sizes[d];
-      i /= sizes[d];
-      for (int k = 0; k < count; ++k) off[k] += idx * strides[k][d];
-    }
-  }
-};
-
-Index index_of(const Extent& e) {
-  Index ix{e.ndim, {}};
-  for (int d = 0; d < e.ndim; ++d) ix.sizes[d] = e.sizes[d];
-  return ix;
-}
-
-struct Strides {
-  std::int64_t s[kMaxDims];
-};
-Strides strides_of(const Operand& o) {
-  Strides s{};
-  for (int d = 0; d < kMaxDims; ++d) s.s[d] = o.strides[d];
-  return s;
-}
 
 template <class T>
 __global__ void fill_kernel(T* out, std::int64_t n, T v) {
@@ -215,21 +173,6 @@ __global__ void sum_kernel(Index kept, std::int64_t outputs, Strides ks, Index r
       acc += in[base + off];
     }
     out[o] = static_cast<T>(acc);
-  }
-}
-
-template <class F>
-void visit(Scalar t, F&& f) {
-  switch (t) {
-    case Scalar::Float32:
-      f(float{});
-      return;
-    case Scalar::Float64:
-      f(double{});
-      return;
-    case Scalar::Int64:
-      f(std::int64_t{});
-      return;
   }
 }
 

@@ -51,6 +51,44 @@ void where(Scalar cond_t, Scalar t, const Extent& e, const Operand& out, const O
 void sum(Scalar t, const Extent& kept_extent, const Operand& kept, const Extent& reduced_extent,
          const Operand& reduced, void* out);
 
+// (log_)softmax along the middle dim of a contiguous [outer, d, inner] tensor: per column the
+// max, then the sum of exponentials in double, as the CPU kernel.
+void softmax(Scalar t, std::int64_t outer, std::int64_t d, std::int64_t inner, const void* x,
+             void* y, bool log);
+// Its first derivative along the innermost dim of contiguous [rows, n] tensors g and y (y the
+// output): log: dx = g - exp(y) sum(g); softmax: dx = y (g - sum(g y)), the sums in double.
+void softmax_backward(Scalar t, std::int64_t rows, std::int64_t n, const void* g, const void* y,
+                      void* dx, bool log);
+// Negative log-likelihood per target of contiguous logp [N, C, inner] and int64 targets
+// [N, inner]: loss = -w[t] logp[n, t, j], wt = w[t] (weight null: 1), index = t; 0, 0, 0 where
+// t == ignore_index or out of range.  Returns the first out-of-range target's position, or -1
+// (reading it back waits for the kernel).
+std::int64_t nll_loss(Scalar t, std::int64_t n_targets, std::int64_t classes, std::int64_t inner,
+                      const void* logp, const std::int64_t* target, const void* weight,
+                      std::int64_t ignore_index, void* loss, void* wt, std::int64_t* index);
+// Max (or min) over `reduced` elements `red_stride` apart from each output's offset in the kept
+// extent: the value and the first index of the extreme, NaN counting as the extreme.
+void extreme(bool is_max, Scalar t, const Extent& kept_extent, const Operand& kept,
+             std::int64_t reduced, std::int64_t red_stride, void* values, std::int64_t* indices);
+// out[.., index[.., k, ..], ..] += src[.., k, ..] along one dim, for k in 0..count in order
+// (repeated indices sum deterministically): `slices` is the index's extent with that dim of
+// size 1; each operand holds its strides over it, and *_step its stride along the dim.  Returns
+// the first position (slice * count + k) whose index is outside 0..out_size, or -1 (reading it
+// back waits for the kernel).
+std::int64_t scatter_add(Scalar t, const Extent& slices, std::int64_t count, const Operand& index,
+                         std::int64_t index_step, const Operand& src, std::int64_t src_step,
+                         const Operand& out, std::int64_t out_step, std::int64_t out_size);
+// out = data[.., index, ..] along one dim over the index's extent: `data` holds data's strides
+// with that dim's zeroed, data_step its stride along the dim.  Returns the first element whose
+// index is outside 0..data_size, or -1 (reading it back waits for the kernel).
+std::int64_t gather(Scalar t, const Extent& e, const Operand& index, const Operand& data,
+                    std::int64_t data_step, std::int64_t data_size, const Operand& out);
+// SGD on n contiguous elements, PyTorch's update: d = g + wd p; buf = mu buf + (1 - dampening) d
+// (buf null: no momentum); d = nesterov ? d + mu buf : buf; p -= lr d.  In and out may alias.
+void sgd_step(Scalar t, std::int64_t n, const void* param, const void* buf, const void* grad,
+              void* param_out, void* buf_out, double lr, double momentum, double dampening,
+              double weight_decay, bool nesterov);
+
 // C = alpha * op(A) op(B) + beta * C on the current device, row-major with row strides lda,
 // ldb, ldc (cuBLAS without TF32: float32 products in float32, bit-reproducible on one GPU).
 void gemm(Scalar t, bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k,

@@ -92,6 +92,32 @@ std::vector<OpCase> op_cases() {
       {"erf", {{4, 5}}, [](V x) { return erf(x[0]); }},
       {"pow_scalar", {{4, 5}}, [](V x) { return pow(x[0], 3.0); }},
       {"where", {{4, 5}, {5}}, [](V x) { return where(gt(x[0], x[1]), x[0], x[1]); }},
+      {"softmax_last", {{4, 5}}, [](V x) { return softmax(x[0], 1); }},
+      {"softmax_middle", {{3, 4, 5}}, [](V x) { return softmax(x[0], 1); }},
+      {"log_softmax", {{3, 4, 5}}, [](V x) { return log_softmax(x[0], -1); }},
+      {"cross_entropy",
+       {{4, 5}},
+       [](V x) {
+         const Tensor t = to(tensor<std::int64_t>({3, 0, 4, 3}), x[0].device());
+         return cross_entropy(x[0], t);
+       }},
+      {"max_dim", {{3, 4, 5}}, [](V x) { return max(x[0], 1).first; }},
+      {"argmax",
+       {{3, 4, 5}},
+       [](V x) { return to_dtype(argmax(transpose(x[0], 0, 2), 1), DType::Float32); },
+       false},
+      {"scatter_add_repeated",
+       {{3, 4}, {2, 4}},
+       [](V x) {
+         const Tensor i = to(tensor<std::int64_t>({0, 2, 2, 0, 2, 2, 1, 0}), x[0].device());
+         return scatter_add(x[0], 0, reshape(i, {2, 4}), x[1]);
+       }},
+      {"gather",
+       {{3, 4}},
+       [](V x) {
+         const Tensor i = to(tensor<std::int64_t>({3, 0, 0, 1, 2, 2}), x[0].device());
+         return gather(x[0], 1, reshape(i, {3, 2}));
+       }},
       {"sign", {{4, 5}}, [](V x) { return sign(x[0]); }, false},
       {"int64_unary",
        {{4, 5}},
@@ -164,6 +190,49 @@ TEST(CudaDevice, CopiesElementReadsAndFactories) {
   EXPECT_EQ(g[0].device(), Device::cpu());
   EXPECT_EQ(g[0].to_vector<float>(), std::vector<float>(3, 2.f));
   EXPECT_TRUE(testing::throws_with([&] { x.set<float>({0}, 1.f); }, {"CPU tensor", "cuda:0"}));
+}
+
+// The fused SGD update with momentum, weight decay and Nesterov on both devices.
+TEST(CudaOps, SgdStepMatchesTheCpu) {
+  REMAT_SKIP_WITHOUT_GPU();
+  const SgdStepParams p{.lr = 0.1, .momentum = 0.9, .weight_decay = 0.01, .nesterov = true};
+  std::vector<float> result[2];
+  for (int d = 0; d < 2; ++d) {
+    const Device dev = d == 0 ? Device::cpu() : Device::cuda();
+    const Tensor param = to(randn({33, 7}, {.seed = 1}), dev);
+    const Tensor buf = to(randn({33, 7}, {.seed = 2}), dev);
+    const Tensor g = to(randn({33, 7}, {.seed = 3}), dev);
+    sgd_step_(param, buf, g, p);
+    sgd_step_(param, buf, g, p);
+    EXPECT_EQ(param.device(), dev);
+    result[d] = to(param, Device::cpu()).to_vector<float>();
+    for (float v : to(buf, Device::cpu()).to_vector<float>()) result[d].push_back(v);
+  }
+  ASSERT_EQ(result[0].size(), result[1].size());
+  for (std::size_t i = 0; i < result[0].size(); ++i)
+    EXPECT_NEAR(result[0][i], result[1][i], 1e-5) << "element " << i;
+}
+
+// Bad targets and indices are errors naming them on the GPU too, and the pool carries on.
+TEST(CudaOps, BadIndicesAreErrors) {
+  REMAT_SKIP_WITHOUT_GPU();
+  const Tensor x = to(randn({2, 3}), Device::cuda());
+  EXPECT_TRUE(testing::throws_with(
+      [&] {
+        cross_entropy(x, to(tensor<std::int64_t>({1, 7}), Device::cuda()));
+      },
+      {"target 7 at position 1", "3 classes"}));
+  EXPECT_TRUE(testing::throws_with(
+      [&] {
+        gather(x, 1, reshape(to(tensor<std::int64_t>({0, -1}), Device::cuda()), {2, 1}));
+      },
+      {"gather", "out of range", "size 3"}));
+  EXPECT_TRUE(testing::throws_with(
+      [&] {
+        scatter_add(x, 1, reshape(to(tensor<std::int64_t>({0, 5}), Device::cuda()), {2, 1}), x);
+      },
+      {"scatter_add", "out of range", "size 3"}));
+  EXPECT_EQ(sum(add(x, 1.0)).device(), Device::cuda());
 }
 
 // The device pool runs on the segment allocator: whole segments are held (and counted), a
