@@ -99,6 +99,9 @@ void copy_on_device(void* dst, const void* src, std::size_t bytes) {
 void memset_zero(void* dst, std::size_t bytes) {
   check(cudaMemset(dst, 0, bytes), "memset");
 }
+void synchronize() {
+  check(cudaDeviceSynchronize(), "synchronize");
+}
 #else
 namespace {
 [[noreturn]] void unavailable() {
@@ -121,6 +124,9 @@ void copy_on_device(void*, const void*, std::size_t) {
   unavailable();
 }
 void memset_zero(void*, std::size_t) {
+  unavailable();
+}
+void synchronize() {
   unavailable();
 }
 #endif

@@ -27,4 +27,6 @@ void copy_to_host(void* dst, const void* src, std::size_t bytes);
 void copy_from_host(void* dst, const void* src, std::size_t bytes);
 void copy_on_device(void* dst, const void* src, std::size_t bytes);
 void memset_zero(void* dst, std::size_t bytes);
+// Waits for every kernel queued on the current device (the op profiler's timing only).
+void synchronize();
 }  // namespace remat::detail::cuda_memory

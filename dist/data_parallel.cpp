@@ -220,14 +220,18 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> mod
   REMAT_CHECK(options.bucket_bytes > 0, "DistributedDataParallel: bucket_bytes must be positive");
   state_->comm = &comm;
   std::vector<Tensor> params, trained;
+  bool all_cpu = true;
   for (const auto& [name, p] : module_->named_parameters()) {
-    REMAT_CHECK(p.device().is_cpu(),
+    // One process reduces nothing, so its parameters may live on any device.
+    REMAT_CHECK(p.device().is_cpu() || comm.size() == 1,
                 "DistributedDataParallel: parameter '{}' is on {}; gradients travel over MPI "
                 "between CPU processes (a GPU backend, NCCL, is not built yet)",
                 name, p.device());
+    all_cpu = all_cpu && p.device().is_cpu();
     params.push_back(p);
     if (p.requires_grad()) trained.push_back(p);
   }
+  if (!all_cpu) return;  // one process with device parameters: no buckets, no hooks
   check_same_parameters(comm, params);
   const auto t0 = Clock::now();
   broadcast_values(comm, params, "DistributedDataParallel: parameter broadcast");

@@ -2,12 +2,14 @@
 // classification task whose labels come from a fixed random "teacher") under a DTR budget.
 // Under `mpirun -np N` it trains data-parallel, as train_resnet does (--batch-size per rank).
 // Usage: train_mlp --epochs 1 --hidden 1024 --layers 2 --budget 0.5 [--random-data]
+//        train_mlp --device cuda --random-data --steps 50 --budget 0.5
 //        mpirun -np 2 train_mlp --threads 1 --random-data --steps 100
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
+#include "examples/common/device_flag.h"
 #include "examples/common/dist_flags.h"
 #include "examples/common/dtr_flags.h"
 #include "examples/common/progress.h"
@@ -26,14 +28,19 @@ int main(int argc, char** argv) {
   f.model = "mlp", f.batch_size = 128, f.lr = 0.05;
   int layers = 2;
   std::int64_t hidden = 1024;
-  bool random_data = false;
+  bool random_data = false, profile = false;
   examples::DtrFlags dtr;
   examples::DistFlags dist_flags;
+  examples::DeviceFlag device_flag;
   f.add_to(app);
+  device_flag.add_to(app);
   app.add_option("--hidden", hidden, "units per hidden layer")
       ->check(examples::whole_in_range<std::int64_t>(1, 1 << 20));
   app.add_option("--layers", layers, "hidden layers")->check(examples::whole_in_range(1, 100000));
   app.add_flag("--random-data", random_data, "train on generated data instead of Fashion-MNIST");
+  app.add_flag("--profile", profile,
+               "print each op's calls and kernel time after the first two steps (on a GPU every "
+               "call then waits for its kernels)");
   dtr.add_to(app);
   dist_flags.add_to(app);
   CLI11_PARSE(app, argc, argv);
@@ -41,6 +48,7 @@ int main(int argc, char** argv) {
   try {
     dist::Communicator& world = dist_flags.init();
     f.apply();
+    const Device device = device_flag.get();
     const auto limit = &examples::TrainFlags::limit;
     std::shared_ptr<const nn::Dataset> train_set, test_set;
     if (random_data) {
@@ -78,6 +86,7 @@ int main(int argc, char** argv) {
       width = hidden;
     }
     model->push_back(std::make_shared<nn::Linear>(width, 10));
+    model->to(device);
     nn::SGD optimizer(model->parameters(), {.lr = f.lr, .momentum = 0.9});
     if (!f.resume_path.empty()) {
       nn::load(*model, f.resume_path);
@@ -85,43 +94,49 @@ int main(int argc, char** argv) {
     }
     dist::DistributedDataParallel ddp(model, world, dist_flags.options());
 
-    Pool& pool = Pool::of(Device::cpu());
+    Pool& pool = Pool::of(device);
     dtr.configure(pool);
     const long total = f.total_steps(train_loader.num_batches());
     examples::Progress progress(total);
     long step = 0;
     double loss_value = 0, acc = 0, train_ms = 0;
+    std::vector<double> step_ms;
     for (int epoch = 0; epoch < f.epochs && step < total; ++epoch) {
       for (const auto& batch : train_loader) {
         if (step >= total) break;
         const auto t0 = std::chrono::steady_clock::now();
         {
-          Tensor logits = ddp(batch.inputs);
-          Tensor loss = cross_entropy(logits, batch.targets);
+          const Tensor inputs = to(batch.inputs, device), targets = to(batch.targets, device);
+          Tensor logits = ddp(inputs);
+          Tensor loss = cross_entropy(logits, targets);
           optimizer.zero_grad();
           backward(loss);
           loss_value = loss.item<double>();
-          acc = mean(to_dtype(eq(argmax(logits, 1), batch.targets), DType::Float32)).item<double>();
+          acc = mean(to_dtype(eq(argmax(logits, 1), targets), DType::Float32)).item<double>();
         }  // the step's graph is gone before the update, so parameters change in place
         optimizer.step();
         ++step;
+        if (profile && step == 2) OpProfiler::enable();  // the steady steps only
         dtr.after_step(pool);
         const double ms =
             std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
                 .count();
         train_ms += ms;
+        step_ms.push_back(ms);
         progress.update(step, loss_value, acc, static_cast<double>(f.batch_size) * 1e3 / ms,
                         pool.resident_bytes());
       }
     }
     progress.finish();
+    OpProfiler::enable(false);  // the report covers training steps, not the evaluation
     const nlohmann::json dtr_json = examples::dtr_summary(pool, dtr);
     double counts[2] = {0, 0};  // correct, seen: over every rank's shard of the test set
     {
       NoGradGuard no_grad;
       for (const auto& batch : test_loader) {
-        Tensor pred = argmax(model->forward(batch.inputs), 1);
-        counts[0] += sum(to_dtype(eq(pred, batch.targets), DType::Float64)).item<double>();
+        Tensor pred = argmax(model->forward(to(batch.inputs, device)), 1);
+        counts[0] +=
+            sum(to_dtype(eq(pred, to(batch.targets, device)), DType::Float64)).item<double>();
         counts[1] += static_cast<double>(batch.targets.numel());
       }
     }
@@ -138,9 +153,12 @@ int main(int argc, char** argv) {
         {"train_accuracy", acc},
         {"test_accuracy", seen > 0 ? correct / seen : 0.0},
         {"ms_per_step", step > 0 ? train_ms / static_cast<double>(step) : 0.0},
-        {"threads", f.threads}};
+        {"median_ms_after_warmup", examples::median_after(step_ms, 2)},
+        {"threads", f.threads},
+        {"device", device.str()}};
     summary.update(dtr_json);
     summary.update(examples::DistFlags::summary(ddp));
+    if (profile) std::fprintf(stderr, "%s\n", OpProfiler::report(40).c_str());
     std::printf("%s\n", summary.dump().c_str());
   } catch (const std::exception& e) {
     std::fprintf(stderr, "train_mlp: %s\n", e.what());

@@ -4,6 +4,7 @@
 #include <unordered_set>
 
 #include "autograd/grad_mode.h"
+#include "ops/device_copy.h"
 #include "ops/inplace.h"
 #include "ops/view.h"
 
@@ -225,6 +226,21 @@ void Module::train(bool on) {
 void Module::zero_grad() {
   for (auto& p : parameters())
     if (p.grad().defined()) p.set_grad(Tensor());
+}
+
+Module& Module::to(Device device) {
+  NoGradGuard no_grad;
+  for (auto& [name, p] : params_) {
+    if (p.device() == device) continue;
+    Tensor moved = detach(remat::to(p, device));
+    moved.set_requires_grad(p.requires_grad());
+    moved.storage()->set_role(StorageRole::Parameter);
+    p = moved;
+  }
+  for (auto& [name, b] : buffers_)
+    if (b.device() != device) b = detach(remat::to(b, device));
+  for (auto& [name, child] : children_) child->to(device);
+  return *this;
 }
 
 std::map<std::string, Tensor> Module::state_dict() const {

@@ -70,6 +70,10 @@ class Module : public std::enable_shared_from_this<Module> {
   bool is_training() const { return training_; }
   // Drops every parameter's gradient (as PyTorch's set_to_none=True).
   void zero_grad();
+  // Moves every parameter and buffer, recursively, to `device` (as PyTorch's module.to):
+  // parameters stay leaves with their requires_grad; gradients are dropped.  Call it before
+  // making the optimizer: handles taken earlier keep the old tensors.
+  Module& to(Device device);
 
   // Parameters and buffers by dotted name: what serialization saves.
   std::map<std::string, Tensor> state_dict() const;

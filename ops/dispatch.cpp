@@ -38,10 +38,13 @@ double Op::flops(std::span<const TensorMeta>, std::span<const TensorMeta> output
 
 void Op::execute(std::span<const KernelArg> inputs, std::span<const KernelArg> outputs) const {
   const Device d = outputs.empty() ? inputs[0].meta->device : outputs[0].meta->device;
-  if (d.is_cpu())
+  if (d.is_cpu()) {
     cpu(inputs, outputs);
-  else
-    cuda(inputs, outputs);
+    return;
+  }
+  cuda(inputs, outputs);
+  // Kernels run asynchronously: the profiler's time of a call is its kernels' only if it waits.
+  if (OpProfiler::enabled()) detail::cuda_memory::synchronize();
 }
 
 namespace {

@@ -67,6 +67,10 @@ enum class Unary {
   Count
 };
 
+// The in-place kinds (add_, mul_, ...): self op= value or other operands, value a scalar
+// attribute (add_'s alpha, addcmul_'s value, fill_'s value).
+enum class Inplace { AddScaled, AddScalar, Mul, MulScalar, Div, Addcmul, Addcdiv, Fill, Copy };
+
 template <class T>
 REMAT_HD T floor_div_value(T a, T b) {
   if constexpr (std::is_integral_v<T>) {

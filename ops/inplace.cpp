@@ -1,12 +1,14 @@
 #include "ops/inplace.h"
 
 #include "ops/cpu/loops.h"
+#include "ops/cuda/device_args.h"
+#include "ops/elementwise_math.h"
 #include "ops/op.h"
 
 namespace remat {
 namespace {
 
-enum class Kind { AddScaled, AddScalar, Mul, MulScalar, Div, Addcmul, Addcdiv, Fill, Copy };
+using Kind = detail::Inplace;
 
 constexpr std::string_view kind_name(Kind k) {
   constexpr std::string_view names[] = {"add_",     "add_",     "mul_",  "mul_", "div_",
@@ -77,6 +79,24 @@ class InplaceOp final : public Op {
       }
     });
   }
+#if REMAT_WITH_CUDA
+  void cuda(std::span<const KernelArg> in, std::span<const KernelArg> out) const override {
+    const Shape& shape = out[0].meta->shape;
+    const auto scalar = detail::scalar_of(out[0].meta->dtype);
+    if (kind_ == Kind::Copy) {  // a cast from src's dtype, broadcast to self's shape
+      detail::cuda_launch::copy(scalar, detail::scalar_of(in[1].meta->dtype),
+                                detail::extent_of(shape), detail::operand_of(out[0], shape),
+                                detail::operand_of(in[1], shape));
+      return;
+    }
+    detail::cuda_launch::Operand operands[3];
+    for (std::size_t i = 0; i < in.size() && i < 3; ++i)
+      operands[i] = detail::operand_of(in[i], shape);
+    detail::cuda_launch::inplace(static_cast<int>(kind_), scalar, detail::extent_of(shape),
+                                 detail::operand_of(out[0], shape), operands[0], operands[1],
+                                 operands[2], value_);
+  }
+#endif
 
  private:
   Kind kind_;

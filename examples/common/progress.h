@@ -4,9 +4,11 @@
 #pragma once
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "core/scratch.h"
 #include "dtr/pool.h"
@@ -44,6 +46,16 @@ class Progress {
   long total_, every_;
   bool tty_;
 };
+
+// The median of the step times after the first `warmup` (all of them when there are no more):
+// the steady step, without first steps' allocations and library start-up.
+inline double median_after(std::vector<double> ms, std::size_t warmup) {
+  if (ms.size() > warmup) ms.erase(ms.begin(), ms.begin() + static_cast<std::ptrdiff_t>(warmup));
+  if (ms.empty()) return 0;
+  std::sort(ms.begin(), ms.end());
+  const std::size_t n = ms.size();
+  return n % 2 ? ms[n / 2] : (ms[n / 2 - 1] + ms[n / 2]) / 2;
+}
 
 // The DTR part of every example's final JSON line, from the pool's stats or from counters an
 // example adjusted (train_resnet leaves out its --plot evaluations).

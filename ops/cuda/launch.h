@@ -44,10 +44,15 @@ void unary(int kind, Scalar t, const Extent& e, const Operand& out, const Operan
 // out = cond != 0 ? a : b, cond of scalar type cond_t, a, b and out of type t.
 void where(Scalar cond_t, Scalar t, const Extent& e, const Operand& out, const Operand& cond,
            const Operand& a, const Operand& b);
+// out = self (kind) others for the in-place kinds of ops/elementwise_math.h but Copy (which is
+// `copy`): self is `a`, the others `b` and `c` (unused ones ignored), value the kind's scalar.
+void inplace(int kind, Scalar t, const Extent& e, const Operand& out, const Operand& a,
+             const Operand& b, const Operand& c, double value);
 
-// out[o] = the sum of `in` over the reduced extent at output o of the kept extent, in row-major
-// order (the CPU's order), accumulated in double (int64 for int64); `kept` and `reduced` hold
-// in's strides over those dims; out is contiguous.
+// out[o] = the sum of `in` over the reduced extent at output o of the kept extent, accumulated
+// in double (int64 for int64), in an order fixed by the shape (the CPU's row-major order for
+// fewer than 128 reduced elements, a tree over 256 strided partial sums for more); `kept` and
+// `reduced` hold in's strides over those dims; out is contiguous.
 void sum(Scalar t, const Extent& kept_extent, const Operand& kept, const Extent& reduced_extent,
          const Operand& reduced, void* out);
 

@@ -104,10 +104,11 @@ template <class T>
 __global__ void extreme_kernel(bool is_max, Index kept, std::int64_t outputs, Strides ks,
                                std::int64_t reduced, std::int64_t stride, const T* x, T* values,
                                std::int64_t* indices) {
-  const std::int64_t* strides[1] = {ks.s};
+  const Strides strides[1] = {ks};
   for (std::int64_t o = first_index(); o < outputs; o += index_step()) {
-    std::int64_t base;
-    kept.offsets(o, strides, 1, &base);
+    std::int64_t base_[1];
+    kept.offsets(o, strides, base_);
+    const std::int64_t base = base_[0];
     T best = x[base];
     std::int64_t best_i = 0;
     for (std::int64_t i = 1; i < reduced; ++i) {
@@ -125,10 +126,10 @@ __global__ void scatter_add_kernel(Index slices, std::int64_t n_slices, std::int
                                    const std::int64_t* index, Strides is, std::int64_t index_step_,
                                    const T* src, Strides ss, std::int64_t src_step, T* out,
                                    Strides os, std::int64_t out_step, std::int64_t out_size) {
-  const std::int64_t* strides[3] = {is.s, ss.s, os.s};
+  const Strides strides[3] = {is, ss, os};
   for (std::int64_t s = first_index(); s < n_slices; s += index_step()) {
     std::int64_t off[3];
-    slices.offsets(s, strides, 3, off);
+    slices.offsets(s, strides, off);
     for (std::int64_t k = 0; k < count; ++k) {
       const std::int64_t at = index[off[0] + k * index_step_];
       if (at < 0 || at >= out_size) {
@@ -144,10 +145,10 @@ template <class T>
 __global__ void gather_kernel(Index ix, std::int64_t n, const std::int64_t* index, Strides is,
                               const T* data, Strides ds, std::int64_t data_step,
                               std::int64_t data_size, T* out, Strides os) {
-  const std::int64_t* strides[3] = {is.s, ds.s, os.s};
+  const Strides strides[3] = {is, ds, os};
   for (std::int64_t i = first_index(); i < n; i += index_step()) {
     std::int64_t off[3];
-    ix.offsets(i, strides, 3, off);
+    ix.offsets(i, strides, off);
     const std::int64_t at = index[off[0]];
     if (at < 0 || at >= data_size) {
       report_bad(i);

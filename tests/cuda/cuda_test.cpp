@@ -10,8 +10,12 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "dist/communicator.h"
+#include "dist/data_parallel.h"
+#include "nn/nn.h"
 #include "remat.h"
 #include "support/test_util.h"
 
@@ -68,6 +72,8 @@ std::vector<OpCase> op_cases() {
          return sum(x[0], {0, 2});
        }},
       {"sum_strided", {{4, 5}}, [](V x) { return sum(transpose(x[0], 0, 1), {1}, true); }},
+      {"sum_long", {{300, 3}}, [](V x) { return sum(x[0], {0}); }},
+      {"mean_all", {{40, 50}}, [](V x) { return mean(x[0]); }},
       {"neg", {{4, 5}}, [](V x) { return neg(x[0]); }},
       {"exp_log", {{4, 5}}, [](V x) { return log(add(exp(x[0]), 1.0)); }},
       {"sqrt_rsqrt",
@@ -211,6 +217,72 @@ TEST(CudaOps, SgdStepMatchesTheCpu) {
   ASSERT_EQ(result[0].size(), result[1].size());
   for (std::size_t i = 0; i < result[0].size(); ++i)
     EXPECT_NEAR(result[0][i], result[1][i], 1e-5) << "element " << i;
+}
+
+// Every in-place kind, through a transposed view of self and with broadcast operands.
+TEST(CudaOps, InplaceOpsMatchTheCpu) {
+  REMAT_SKIP_WITHOUT_GPU();
+  const std::vector<std::pair<std::string, std::function<void(const Tensor&, const Tensor&)>>>
+      cases = {
+          {"add_", [](const Tensor& s, const Tensor& o) { add_(s, o, 0.5); }},
+          {"add_scalar", [](const Tensor& s, const Tensor&) { add_(s, 2.0); }},
+          {"mul_", [](const Tensor& s, const Tensor& o) { mul_(s, o); }},
+          {"mul_scalar", [](const Tensor& s, const Tensor&) { mul_(s, -3.0); }},
+          {"div_", [](const Tensor& s, const Tensor& o) { div_(s, add(mul(o, o), 1.0)); }},
+          {"addcmul_", [](const Tensor& s, const Tensor& o) { addcmul_(s, o, o, 0.25); }},
+          {"addcdiv_",
+           [](const Tensor& s, const Tensor& o) { addcdiv_(s, o, add(mul(o, o), 1.0), 2.0); }},
+          {"fill_", [](const Tensor& s, const Tensor&) { fill_(s, 1.5); }},
+          {"copy_",
+           [](const Tensor& s, const Tensor& o) { copy_(s, to_dtype(o, DType::Float64)); }},
+      };
+  for (const auto& [name, fn] : cases) {
+    SCOPED_TRACE(name);
+    std::vector<float> result[2];
+    for (int d = 0; d < 2; ++d) {
+      const Device dev = d == 0 ? Device::cpu() : Device::cuda();
+      const Tensor base = to(randn({5, 4}, {.seed = 1}), dev);
+      const Tensor other = to(randn({5}, {.seed = 2}), dev);  // broadcasts over the view's rows
+      fn(transpose(base, 0, 1), other);
+      result[d] = to(base, Device::cpu()).to_vector<float>();
+    }
+    ASSERT_EQ(result[0].size(), result[1].size());
+    for (std::size_t i = 0; i < result[0].size(); ++i)
+      EXPECT_NEAR(result[0][i], result[1][i], 1e-5) << "element " << i;
+  }
+}
+
+// A model moved with Module::to trains on the GPU with nn::SGD (its first step unfused, then the
+// fused step) as on the CPU, also through a single-process DistributedDataParallel.
+TEST(CudaModels, ModuleToAndSgdMatchTheCpu) {
+  REMAT_SKIP_WITHOUT_GPU();
+  std::vector<float> result[2];
+  for (int d = 0; d < 2; ++d) {
+    const Device dev = d == 0 ? Device::cpu() : Device::cuda();
+    manual_seed(7);
+    auto model = std::make_shared<nn::Sequential>(std::make_shared<nn::Linear>(6, 16),
+                                                  std::make_shared<nn::ReLU>(),
+                                                  std::make_shared<nn::Linear>(16, 3));
+    model->to(dev);
+    for (const auto& [name, p] : model->named_parameters()) {
+      EXPECT_EQ(p.device(), dev) << name;
+      EXPECT_TRUE(p.requires_grad()) << name;
+    }
+    dist::DistributedDataParallel ddp(model, dist::init());
+    nn::SGD opt(model->parameters(), {.lr = 0.1, .momentum = 0.9});
+    const Tensor x = to(randn({32, 6}, {.seed = 3}), dev);
+    const Tensor y = to(tensor<std::int64_t>(std::vector<std::int64_t>(32, 2)), dev);
+    for (int step = 0; step < 3; ++step) {
+      opt.zero_grad();
+      backward(cross_entropy(ddp(x), y));
+      opt.step();
+    }
+    for (const auto& p : model->parameters())
+      for (float v : to(p, Device::cpu()).to_vector<float>()) result[d].push_back(v);
+  }
+  ASSERT_EQ(result[0].size(), result[1].size());
+  for (std::size_t i = 0; i < result[0].size(); ++i)
+    EXPECT_NEAR(result[0][i], result[1][i], 1e-5) << "value " << i;
 }
 
 // Bad targets and indices are errors naming them on the GPU too, and the pool carries on.

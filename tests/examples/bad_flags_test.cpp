@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "core/cuda.h"
 #include "nn/mnist.h"
 #include "support/test_util.h"
 
@@ -53,6 +54,18 @@ TEST(BadFlags, GanFlagsNameTheirRange) {
   EXPECT_TRUE(refused(gan, "--schedule linear", {"--schedule", "linear"}));
   EXPECT_TRUE(refused(gan, "--lr-generator 0", {"--lr-generator", "positive"}));
   EXPECT_TRUE(refused(gan, "--plot /nonexistent/dir/x.png --steps 1", {"/nonexistent/dir"}));
+}
+
+// --device: a malformed name names the accepted forms; a GPU this process cannot use says why
+// (without one here: "no CUDA device"; built without the backend: why it is off).
+TEST(BadFlags, DeviceFlagNamesItsFormsAndAMissingGpu) {
+  const std::string mlp = kExamples + "/train_mlp";
+  if (!std::filesystem::exists(mlp)) GTEST_SKIP() << "examples are not built";
+  EXPECT_TRUE(refused(mlp, "--device gpu", {"--device", "cpu, cuda or cuda:N"}));
+  EXPECT_TRUE(refused(mlp, "--device cuda:x", {"--device", "cpu, cuda or cuda:N"}));
+  EXPECT_TRUE(refused(mlp, "--device cuda:64", {"--device", "cpu, cuda or cuda:N"}));
+  if (!cuda::available())
+    EXPECT_TRUE(refused(mlp, "--device cuda --random-data --steps 1", {"--device cuda"}));
 }
 
 TEST(BadFlags, LanguageModelFlagsNameTheirRange) {

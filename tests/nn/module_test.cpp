@@ -7,6 +7,7 @@
 
 #include <functional>
 
+#include "core/cuda.h"
 #include "nn/layers.h"
 #include "nn/sequential.h"
 #include "ops/linalg.h"
@@ -76,6 +77,23 @@ TEST(Module, DottedNamesInPyTorchOrder) {
   // The handles are the registered tensors themselves.
   EXPECT_TRUE(same(net->named_parameters()[1].second, net->fc1->param("weight")));
   EXPECT_TRUE(same(net->scale, net->param("scale")));
+}
+
+// to() on the device the module is on changes nothing: the same tensors, still leaves.  Asking
+// for a GPU that is not there is an error saying why, and the module is left as it was.
+TEST(Module, ToTheSameDeviceKeepsTheTensors) {
+  Net net;
+  const auto before = net.named_parameters();
+  net.to(Device::cpu());
+  const auto after = net.named_parameters();
+  ASSERT_EQ(before.size(), after.size());
+  for (std::size_t i = 0; i < before.size(); ++i) {
+    EXPECT_EQ(before[i].second.storage(), after[i].second.storage()) << before[i].first;
+    EXPECT_TRUE(after[i].second.requires_grad()) << before[i].first;
+  }
+  if (cuda::available()) return;
+  EXPECT_TRUE(testing::throws_with([&] { net.to(Device::cuda()); }, {"no CUDA device"}));
+  for (const auto& [name, p] : net.named_parameters()) EXPECT_TRUE(p.device().is_cpu()) << name;
 }
 
 TEST(Module, NamedModulesOfAModuleNotOwnedByASharedPtr) {
