@@ -11,6 +11,7 @@
 #include "ops/elementwise.h"
 #include "ops/factory.h"
 #include "ops/index.h"
+#include "ops/nll_math.h"
 #include "ops/op.h"
 #include "ops/reduce.h"
 #include "ops/softmax.h"
@@ -54,21 +55,12 @@ class NllLossOp final : public Op {
       T* wt = out[1].data<T>();
       std::atomic<bool> bad{false};
       parallel_for(0, n_targets, 4096, [&](std::int64_t b, std::int64_t e) {
-        for (std::int64_t i = b; i < e; ++i) {
-          const std::int64_t t = target[i];
-          if (t == ignore_index_ || t < 0 || t >= classes) {
-            // An out-of-range target is reported after the loop (no exception may leave a
-            // worker thread); it gets the ignored value meanwhile.
-            if (t != ignore_index_) bad = true;
-            loss[i] = T(0), wt[i] = T(0), index[i] = 0;
-            continue;
-          }
-          const std::int64_t n = i / inner, j = i % inner;
-          const T w = weight ? weight[t] : T(1);
-          loss[i] = -w * logp[(n * classes + t) * inner + j];
-          wt[i] = w;
-          index[i] = t;
-        }
+        // An out-of-range target is reported after the loop (no exception may leave a worker
+        // thread); it gets the ignored value meanwhile.
+        for (std::int64_t i = b; i < e; ++i)
+          if (!detail::nll_target(i, classes, inner, logp, target, weight, ignore_index_, loss, wt,
+                                  index))
+            bad = true;
       });
       if (!bad) return;
       for (std::int64_t i = 0; i < n_targets; ++i) {

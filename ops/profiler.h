@@ -1,8 +1,9 @@
 // Where a step's kernel time goes: per op name, the calls, kernel seconds, flops and page faults of
 // every dispatched call while profiling is on (the pool's rematerializations are not dispatched
 // calls and are not counted).  On a GPU each call then waits for its kernels, so the times are
-// the device's, and the run is slower than without profiling.  Off by default; when off the dispatch path pays one relaxed load per
-// call. Usage: OpProfiler::enable(); step(); for (auto& e : OpProfiler::entries()) fmt::print(...);
+// the device's, and the run is slower than without profiling.  Off by default; when off the
+// dispatch path pays one relaxed load per call. Usage: OpProfiler::enable(); step(); for (auto& e :
+// OpProfiler::entries()) fmt::print(...);
 #pragma once
 #include <cstdint>
 #include <string>

@@ -12,6 +12,7 @@
 
 #include "ops/cuda/common.cuh"
 #include "ops/cuda/launch.h"
+#include "ops/nll_math.h"
 
 namespace remat::detail::cuda_launch {
 namespace {
@@ -80,19 +81,9 @@ template <class T>
 __global__ void nll_kernel(std::int64_t n_targets, std::int64_t classes, std::int64_t inner,
                            const T* logp, const std::int64_t* target, const T* weight,
                            std::int64_t ignore_index, T* loss, T* wt, std::int64_t* index) {
-  for (std::int64_t i = first_index(); i < n_targets; i += index_step()) {
-    const std::int64_t t = target[i];
-    if (t == ignore_index || t < 0 || t >= classes) {
-      if (t != ignore_index) report_bad(i);
-      loss[i] = T(0), wt[i] = T(0), index[i] = 0;
-      continue;
-    }
-    const std::int64_t n = i / inner, j = i % inner;
-    const T w = weight ? weight[t] : T(1);
-    loss[i] = -w * logp[(n * classes + t) * inner + j];
-    wt[i] = w;
-    index[i] = t;
-  }
+  for (std::int64_t i = first_index(); i < n_targets; i += index_step())
+    if (!nll_target(i, classes, inner, logp, target, weight, ignore_index, loss, wt, index))
+      report_bad(i);
 }
 
 template <class T>
