@@ -1,12 +1,11 @@
 // Element-wise CUDA kernels: one thread per output element, the element's offset in every
 // operand computed from its index over the extent (broadcasting through zero strides), so one
-// kernel serves every layout.  Grid-stride loops; 256 threads a block.
+// kernel serves every layout.
 #include <cuda_runtime.h>
 
-#include <cstdio>
-#include <stdexcept>
-#include <string>
+#include <cstdint>
 #include <type_traits>
+#include <utility>
 
 #include "ops/cuda/common.cuh"
 #include "ops/cuda/launch.h"
@@ -17,15 +16,12 @@ namespace {
 
 template <class T>
 __global__ void fill_kernel(T* out, std::int64_t n, T v) {
-  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<std::int64_t>(blockDim.x) * gridDim.x)
-    out[i] = v;
+  for (std::int64_t i = first_index(); i < n; i += index_step()) out[i] = v;
 }
 
 template <class T>
 __global__ void arange_kernel(T* out, std::int64_t n, double start, double step) {
-  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<std::int64_t>(blockDim.x) * gridDim.x)
+  for (std::int64_t i = first_index(); i < n; i += index_step())
     out[i] = static_cast<T>(start + step * static_cast<double>(i));
 }
 
@@ -33,8 +29,7 @@ template <class To, class From>
 __global__ void copy_kernel(Index ix, std::int64_t n, To* out, Strides so, const From* in,
                             Strides si) {
   const Strides strides[2] = {so, si};
-  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<std::int64_t>(blockDim.x) * gridDim.x) {
+  for (std::int64_t i = first_index(); i < n; i += index_step()) {
     std::int64_t off[2];
     ix.offsets(i, strides, off);
     out[off[0]] = static_cast<To>(in[off[1]]);
@@ -45,8 +40,7 @@ template <class T, Binary K>
 __global__ void binary_kernel(Index ix, std::int64_t n, T* out, Strides so, const T* a, Strides sa,
                               const T* b, Strides sb) {
   const Strides strides[3] = {so, sa, sb};
-  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<std::int64_t>(blockDim.x) * gridDim.x) {
+  for (std::int64_t i = first_index(); i < n; i += index_step()) {
     std::int64_t off[3];
     ix.offsets(i, strides, off);
     out[off[0]] = apply_binary<T>(K, a[off[1]], b[off[2]]);
@@ -128,8 +122,7 @@ template <class T>
 __global__ void unary_kernel(Index ix, std::int64_t n, Unary k, T* out, Strides so, const T* in,
                              Strides si, T p, T q, bool has_p, bool has_q) {
   const Strides strides[2] = {so, si};
-  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<std::int64_t>(blockDim.x) * gridDim.x) {
+  for (std::int64_t i = first_index(); i < n; i += index_step()) {
     std::int64_t off[2];
     ix.offsets(i, strides, off);
     out[off[0]] = unary_value<T>(k, in[off[1]], p, q, has_p, has_q);
@@ -178,8 +171,7 @@ template <class C, class T>
 __global__ void where_kernel(Index ix, std::int64_t n, T* out, Strides so, const C* cond,
                              Strides sc, const T* a, Strides sa, const T* b, Strides sb) {
   const Strides strides[4] = {so, sc, sa, sb};
-  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<std::int64_t>(blockDim.x) * gridDim.x) {
+  for (std::int64_t i = first_index(); i < n; i += index_step()) {
     std::int64_t off[4];
     ix.offsets(i, strides, off);
     out[off[0]] = cond[off[1]] != C(0) ? a[off[2]] : b[off[3]];
@@ -200,8 +192,7 @@ __global__ void sum_kernel(Index kept, std::int64_t outputs, Strides ks, Index r
                            std::int64_t reduced, Strides rs, const T* in, T* out) {
   const Strides kstrides[1] = {ks};
   const Strides rstrides[1] = {rs};
-  for (std::int64_t o = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
-       o < outputs; o += static_cast<std::int64_t>(blockDim.x) * gridDim.x) {
+  for (std::int64_t o = first_index(); o < outputs; o += index_step()) {
     std::int64_t base_[1];
     kept.offsets(o, kstrides, base_);
     const std::int64_t base = base_[0];
