@@ -6,11 +6,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cfloat>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -89,7 +91,12 @@ struct CbcRun {
     Cbc_solve(cbc);
 
     MipSolution s;
-    const double* best = Cbc_bestSolution(cbc);
+    const bool lp = std::none_of(m.cols_.begin(), m.cols_.end(),
+                                 [](const MipModel::Column& c) { return c.integer; });
+    // A model without integer columns is an LP: CBC keeps its solution as the column values,
+    // not as a best (integer) solution.
+    const double* best =
+        lp && Cbc_isProvenOptimal(cbc) ? Cbc_getColSolution(cbc) : Cbc_bestSolution(cbc);
     const int status = Cbc_status(cbc);
     if (best) {
       s.x.assign(best, best + ncols);
@@ -157,6 +164,7 @@ MipSolution solve_with_cbc(const MipModel& model, double time_limit_seconds) {
   // CBC 2.10 looks at its clock only between steps of the search: the root LP of a model with
   // tens of thousands of rows can run minutes past the limit.  So CBC runs in a child process,
   // told 85% of the limit and killed a second after all of it; its best is then lost.
+  std::fflush(nullptr);  // else the child's exit path may write the parent's buffered output too
   int fds[2];
   if (::pipe(fds) != 0) return CbcRun::solve(model, time_limit_seconds);
   const pid_t pid = ::fork();

@@ -19,6 +19,7 @@
 #include "core/error.h"
 #include "examples/common/flag_checks.h"
 #include "sim/budgets.h"
+#include "sim/lower_bound.h"
 #include "sim/optimal.h"
 #include "sim/plot.h"
 #include "sim/read.h"
@@ -49,6 +50,7 @@ struct Flags {
   bool sweep = false;
   std::string out = "dtr_sim";
   bool optimal = false;
+  bool lower_bound = false;
   double time_limit = 60;
 };
 
@@ -242,6 +244,40 @@ std::optional<double> optimum(const Program& p, const Baseline& base,
   return best;
 }
 
+// The covering LP's bound at one budget (sim/lower_bound.h), as a row: no schedule's overhead
+// is below it.
+void lower_bound_row(const Program& p, const OpGraph& graph, const Baseline& base, const RunRow& at,
+                     const Flags& f, Reporter& out) {
+  if (!at.budget_bytes) return;
+  const RecomputeBound b = recompute_lower_bound(graph, *at.budget_bytes, f.time_limit);
+  RunRow row = at;
+  row.result = {};
+  row.overhead.reset();
+  std::string note;
+  switch (b.status) {
+    case RecomputeBound::Status::Bound:
+    case RecomputeBound::Status::TimeLimit:
+      row.result.status = ReplayStatus::Ok;
+      row.result.compute = base.compute + b.recompute;
+      row.overhead = row.result.compute / base.compute;
+      note = fmt::format("{} ({} binding stages, {} absences, {:.1f} s)",
+                         b.status == RecomputeBound::Status::Bound
+                             ? "LP lower bound: no schedule recomputes less"
+                             : "LP time limit: the best single stage's bound",
+                         b.binding_stages, b.absences, b.seconds);
+      break;
+    case RecomputeBound::Status::Infeasible:
+      row.result.status = ReplayStatus::Infeasible;
+      note = fmt::format("no schedule fits: stage {} (line {}) must hold more than the budget",
+                         b.stage,
+                         static_cast<std::size_t>(b.stage) < graph.nodes.size()
+                             ? graph.nodes[static_cast<std::size_t>(b.stage)].line
+                             : 0);
+      break;
+  }
+  out.reference(p, "bound", row, note);
+}
+
 // "chain:N": dtr_chain's program of N calls with 1 MiB tensors, built in place; else a file.
 std::vector<Program> read_input(const std::string& input) {
   if (input.rfind("chain:", 0) != 0) return read_programs(input);
@@ -283,6 +319,7 @@ int run(const Flags& f) {
       sweep.title = fmt::format("{} ({} cost, {})", stem_of(p.source), f.cost, f.policy);
       sweep.thrash_limit = f.thrash_limit > 0 ? f.thrash_limit : 3;
       for (Heuristic h : heuristics) sweep.heuristics.emplace_back(heuristic_name(h));
+      const OpGraph graph = f.lower_bound ? build_op_graph(p, opts.cost) : OpGraph{};
       for (const BudgetSpec& b : budgets) {
         std::optional<double> best;
         std::vector<std::optional<double>> line;
@@ -295,6 +332,8 @@ int run(const Flags& f) {
           line.push_back(rows.back().second.overhead);
         }
         if (f.optimal && !rows.empty()) best = optimum(p, base, rows, f, opts.cost, out);
+        if (f.lower_bound && !rows.empty())
+          lower_bound_row(p, graph, base, rows.front().second, f, out);
         for (const auto& [name, row] : rows) {
           std::optional<double> vs;
           if (best && *best > 0 && row.result.status == ReplayStatus::Ok)
@@ -372,7 +411,10 @@ int main(int argc, char** argv) {
   app.add_option("--out", f.out, "file-name prefix of --sweep output");
   app.add_flag("--optimal", f.optimal,
                "also solve the optimum (MIP, small programs) and Chen's sqrt(n) schedule");
-  app.add_option("--time-limit", f.time_limit, "seconds the MIP solver may take per budget")
+  app.add_flag("--lower-bound", f.lower_bound,
+               "also bound every schedule's recomputation from below (a covering LP, any size)");
+  app.add_option("--time-limit", f.time_limit,
+                 "seconds the MIP or the lower bound's LP may take per budget")
       ->check(examples::real_in_range(0, false, 1e7, "a positive number of seconds up to 1e7"));
   CLI11_PARSE(app, argc, argv);
   if (f.sweep && app.count("--heuristic") == 0) f.heuristics = "all";

@@ -7,6 +7,7 @@
 
 #include <random>
 
+#include "sim/lower_bound.h"
 #include "sim/read.h"
 #include "sim/replay.h"
 #include "sim/sinks.h"
@@ -539,6 +540,94 @@ TEST(Sinks, TheSmallerGraphsOptimumBoundsTheWholeOnes) {
     }
   }
   EXPECT_GE(tighter, 1) << "no case where an access costs a recomputation: nothing was tested";
+}
+
+// ---- the covering LP's lower bound (sim/lower_bound.h)
+
+RecomputeBound chain_bound(std::size_t n, std::size_t budget_tensors) {
+  return recompute_lower_bound(build_op_graph(chain_program(n, kTensor), CostModel::Unit),
+                               budget_tensors * kTensor, kLimit);
+}
+
+TEST(LowerBound, EnoughBudgetBindsNothing) {
+  const RecomputeBound b = chain_bound(6, 8);  // N+2, the unbudgeted peak
+  EXPECT_EQ(b.status, RecomputeBound::Status::Bound);
+  EXPECT_EQ(b.binding_stages, 0u);
+  EXPECT_DOUBLE_EQ(b.recompute, 0);
+}
+
+TEST(LowerBound, OneTensorShortIsExactlyOneRecomputation) {
+  // Only the first chain_grad holds N+2 tensors; one activation it does not read must be absent
+  // there, and each costs one unit call to rebuild: the bound is the optimum's 1 (see above).
+  const RecomputeBound b = chain_bound(6, 7);
+  ASSERT_EQ(b.status, RecomputeBound::Status::Bound);
+  EXPECT_EQ(b.binding_stages, 1u);
+  EXPECT_NEAR(b.recompute, 1, 1e-6);
+}
+
+TEST(LowerBound, BelowTheWorkingSetNamesTheStage) {
+  // A chain_grad holds a0, its two gradients and its activation: 4 tensors.  The first one is
+  // stage N+1 (N chain calls, then `full`).
+  const RecomputeBound b = chain_bound(6, 3);
+  EXPECT_EQ(b.status, RecomputeBound::Status::Infeasible);
+  EXPECT_EQ(b.stage, 7);
+}
+
+TEST(LowerBound, NeverAboveTheOptimumOnChains) {
+  // Against binomial checkpointing, exact at any length, from the least budget up.  The bound
+  // leaves out what a recomputation itself must hold, so it is weak at the least budgets (where
+  // the optimum rebuilds activations through chains of recomputations); from half the
+  // activations up, where each is rebuilt at most once, it is within a third.
+  for (std::size_t n : {8, 16, 64}) {
+    const Program p = chain_program(n, kTensor);
+    const double base = total_cost(p, CostModel::Unit);
+    const OpGraph g = build_op_graph(p, CostModel::Unit);
+    for (std::size_t b = 4; b <= n + 2; ++b) {
+      const auto exact = revolve_compute(p, b * kTensor, CostModel::Unit);
+      ASSERT_TRUE(exact) << n << " " << b;
+      const RecomputeBound lb = recompute_lower_bound(g, b * kTensor, kLimit);
+      ASSERT_EQ(lb.status, RecomputeBound::Status::Bound) << n << " " << b;
+      EXPECT_LE(base + lb.recompute, *exact + 1e-6) << "N " << n << ", budget " << b;
+      if (2 * b >= n + 4) {
+        EXPECT_GE(lb.recompute, (*exact - base) * 2 / 3 - 1e-6) << "N " << n << ", budget " << b;
+      }
+    }
+  }
+}
+
+TEST(LowerBound, NeverAboveTheOptimumOrAnyHeuristicOnSmallPrograms) {
+  int binding = 0;  // cases where the bound is above zero, so it was tested
+  for (std::uint32_t seed = 1; seed <= 6; ++seed) {
+    const Program p = random_network(seed, 6);
+    const OpGraph g = build_op_graph(p, CostModel::Unit);
+    ReplayOptions o;
+    o.cost = CostModel::Unit;
+    const ReplayResult free_run = replay(p, o);
+    ASSERT_EQ(free_run.status, ReplayStatus::Ok);
+    for (int twentieths = 6; twentieths <= 18; twentieths += 4) {
+      const auto budget =
+          static_cast<std::size_t>(twentieths / 20.0 * static_cast<double>(free_run.peak_bytes));
+      const std::string what = p.source + ", budget " + std::to_string(twentieths) + "/20";
+      const RecomputeBound lb = recompute_lower_bound(g, budget, kLimit);
+      bool ran = false;  // some heuristic fits: the MIP then finds an optimum quickly
+      for (Heuristic h : all_heuristics()) {
+        o.budget = budget, o.heuristic = h;
+        const ReplayResult r = replay(p, o);
+        if (r.status != ReplayStatus::Ok) continue;
+        ran = true;
+        EXPECT_NE(lb.status, RecomputeBound::Status::Infeasible)
+            << what << ", " << heuristic_name(h);
+        EXPECT_LE(lb.recompute, r.recompute + 1e-6) << what << ", " << heuristic_name(h);
+      }
+      if (lb.status == RecomputeBound::Status::Infeasible || !ran) continue;
+      ASSERT_EQ(lb.status, RecomputeBound::Status::Bound) << what;
+      binding += lb.recompute > 0;
+      const OptimalResult opt = optimal_compute(p, budget, CostModel::Unit, kLimit);
+      ASSERT_EQ(opt.status, Status::Optimal) << what << ": " << status_text(opt.status);
+      EXPECT_LE(total_cost(p, CostModel::Unit) + lb.recompute, opt.compute + 1e-6) << what;
+    }
+  }
+  EXPECT_GE(binding, 10) << "too few cases where the budget binds to tell anything";
 }
 
 }  // namespace
