@@ -245,10 +245,10 @@ std::optional<double> optimum(const Program& p, const Baseline& base,
 }
 
 // The covering LP's bound at one budget (sim/lower_bound.h), as a row: no schedule's overhead
-// is below it.
-void lower_bound_row(const Program& p, const OpGraph& graph, const Baseline& base, const RunRow& at,
-                     const Flags& f, Reporter& out) {
-  if (!at.budget_bytes) return;
+// is below it.  Returns that overhead (none when no schedule fits).
+std::optional<double> lower_bound_row(const Program& p, const OpGraph& graph, const Baseline& base,
+                                      const RunRow& at, const Flags& f, Reporter& out) {
+  if (!at.budget_bytes) return std::nullopt;
   const RecomputeBound b = recompute_lower_bound(graph, *at.budget_bytes, f.time_limit);
   RunRow row = at;
   row.result = {};
@@ -276,6 +276,7 @@ void lower_bound_row(const Program& p, const OpGraph& graph, const Baseline& bas
       break;
   }
   out.reference(p, "bound", row, note);
+  return row.overhead;
 }
 
 // "chain:N": dtr_chain's program of N calls with 1 MiB tensors, built in place; else a file.
@@ -319,6 +320,7 @@ int run(const Flags& f) {
       sweep.title = fmt::format("{} ({} cost, {})", stem_of(p.source), f.cost, f.policy);
       sweep.thrash_limit = f.thrash_limit > 0 ? f.thrash_limit : 3;
       for (Heuristic h : heuristics) sweep.heuristics.emplace_back(heuristic_name(h));
+      if (f.lower_bound) sweep.heuristics.emplace_back("bound");
       const OpGraph graph = f.lower_bound ? build_op_graph(p, opts.cost) : OpGraph{};
       for (const BudgetSpec& b : budgets) {
         std::optional<double> best;
@@ -333,7 +335,7 @@ int run(const Flags& f) {
         }
         if (f.optimal && !rows.empty()) best = optimum(p, base, rows, f, opts.cost, out);
         if (f.lower_bound && !rows.empty())
-          lower_bound_row(p, graph, base, rows.front().second, f, out);
+          line.push_back(lower_bound_row(p, graph, base, rows.front().second, f, out));
         for (const auto& [name, row] : rows) {
           std::optional<double> vs;
           if (best && *best > 0 && row.result.status == ReplayStatus::Ok)
