@@ -47,6 +47,11 @@ struct Heuristics {
     double gone_cost = 0;
   };
   static NextUse next_use(Pool& pool, const Cell& cell, double c0, double staleness);
+  // The nearest predicted use among the evicted cells that rebuilding needs `cell` for (its
+  // evicted dependents, and theirs), or `distance` when it is nearer.
+  static double needed_by_evicted(Pool& pool, Cell& cell, double distance);
+  static double next_score(Pool& pool, Cell& cell, double c0, double staleness, double m,
+                           double bound);
   static double gone_ancestors_cost(const Pool& pool, const Record& r, std::uint32_t at,
                                     CostModel model, int& visits);
 };
