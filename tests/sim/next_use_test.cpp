@@ -99,5 +99,34 @@ TEST(NextUse, KeepsAValueWhoseInputsAreGoneByItsNextUse) {
   EXPECT_EQ(next.compute, 9.0);  // eight calls and one replay
 }
 
+// x (constant); a = f(x); b = f(a); c = f(x) evicts b, read after a; a is read; d = f(x) must
+// evict a or c; b, c and, ten calls later, a are read.  a's own next read is last, so Belady's
+// rule alone evicts it (as did dtr-eq's neighbourhood over that distance: 3 rebuilds, a with
+// b, then c), but b, evicted and read next, is rebuilt from a: a is needed first.  Evicting c
+// instead rebuilds b and c once each.
+Program needed_by_evicted() {
+  std::string text = R"({"INSTRUCTION":"ANNOTATE","ANNOTATION":"START"}
+{"INSTRUCTION":"CONSTANT","NAME":"x"}
+{"INSTRUCTION":"MEMORY","NAME":"x","MEMORY":"1024"}
+)";
+  text += call("f", "a", {"x"}, 1024) + call("f", "b", {"a"}, 1024) + call("f", "c", {"x"}, 1024) +
+          call("h", "o1", {"a"}, 4) + release("o1") + call("f", "d", {"x"}, 1024) + release("d") +
+          call("h", "o2", {"b"}, 4) + release("o2") + release("b") + call("h", "o3", {"c"}, 4) +
+          release("o3") + release("c");
+  for (int i = 0; i < 10; ++i)  // a's own read comes much later
+    text += call("h", "k" + std::to_string(i), {"x"}, 4) + release("k" + std::to_string(i));
+  text += call("h", "o4", {"a"}, 4) + release("o4") + release("a");
+  return parse_program(text, "needed.log");
+}
+
+TEST(NextUse, KeepsAValueAnEvictedDependentNeedsFirst) {
+  ReplayOptions o = options(Heuristic::DtrNext);
+  o.budget = 1024 + 2 * 1024 + 200;  // x and two of a, b, c, d
+  const ReplayResult next = replay(needed_by_evicted(), o);
+  ASSERT_EQ(next.status, ReplayStatus::Ok) << next.message;
+  EXPECT_EQ(next.rematerializations, 2u) << "b and c rebuilt, not a as well";
+  EXPECT_EQ(next.compute, 20.0);  // eighteen calls and two replays
+}
+
 }  // namespace
 }  // namespace remat::sim
