@@ -181,9 +181,9 @@ double Heuristics::needed_by_evicted(Pool& pool, Cell& cell, double distance) {
 // predicted read, or the predicted read of an evicted value rebuilt from it (evicting it then
 // lengthens that rebuild).  The cost term is what rebuilding it at that moment costs: its own
 // cost, its evicted ancestors' (walked exactly, as msps does) and the gone ancestors'
-// (next_use).  Against dtr-eq's neighbourhood cost over the call distance, on the prototype's
-// eight logs at 0.3 and 0.5 of the peak: geometric mean of the overhead 0.72x dtr-eq's against
-// 0.81x (docs/simulator.md).
+// (next_use).  On the prototype's logs at 0.3 and 0.5 of the peak, where dtr-eq runs: 0.82x
+// dtr-eq's overhead (geometric mean), against 0.92x with dtr-eq's neighbourhood cost over the
+// cell's own next read (README, "dtr-next").
 double Heuristics::next_score(Pool& pool, Cell& cell, double c0, double staleness, double m,
                               double bound) {
   const NextUse next = next_use(pool, cell, c0, staleness);

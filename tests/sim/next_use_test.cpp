@@ -28,13 +28,18 @@ std::string release(const std::string& name) {
                      name);
 }
 
-// x (constant, 1 KiB); q = f(x); p = f(x); r = g(p), small; s = f(x) must evict q or p;
-// t = g(q, s); u = g(p).  `second_op` names the second call (another name: a diverged step).
-Program program(const std::string& second_op = "f") {
-  std::string text = R"({"INSTRUCTION":"ANNOTATE","ANNOTATION":"START"}
+// A log's first lines: START and the constant x (1 KiB).
+std::string start_with_x() {
+  return R"({"INSTRUCTION":"ANNOTATE","ANNOTATION":"START"}
 {"INSTRUCTION":"CONSTANT","NAME":"x"}
 {"INSTRUCTION":"MEMORY","NAME":"x","MEMORY":"1024"}
 )";
+}
+
+// x (constant, 1 KiB); q = f(x); p = f(x); r = g(p), small; s = f(x) must evict q or p;
+// t = g(q, s); u = g(p).  `second_op` names the second call (another name: a diverged step).
+Program program(const std::string& second_op = "f") {
+  std::string text = start_with_x();
   text += call("f", "q", {"x"}, 1024) + call(second_op, "p", {"x"}, 1024) +
           call("g", "r", {"p"}, 4) + release("r") + call("f", "s", {"x"}, 1024) +
           call("g", "t", {"q", "s"}, 4) + release("t") + call("g", "u", {"p"}, 4) + release("u") +
@@ -79,10 +84,7 @@ TEST(NextUse, ADivergedStepFallsBackToDtrEq) {
 // read latest, but by then a and b are gone, and l's rebuild rebuilds them too (3 calls);
 // evicting v costs one.
 Program gone_inputs() {
-  std::string text = R"({"INSTRUCTION":"ANNOTATE","ANNOTATION":"START"}
-{"INSTRUCTION":"CONSTANT","NAME":"x"}
-{"INSTRUCTION":"MEMORY","NAME":"x","MEMORY":"1024"}
-)";
+  std::string text = start_with_x();
   text += call("f", "a", {"x"}, 64) + call("f", "b", {"a"}, 64) + call("f", "l", {"b"}, 1024) +
           call("f", "v", {"x"}, 1024) + call("f", "w", {"x"}, 1024) + release("a") + release("b") +
           call("h", "o1", {"w"}, 4) + release("o1") + release("w") + call("h", "o2", {"v"}, 4) +
@@ -105,10 +107,7 @@ TEST(NextUse, KeepsAValueWhoseInputsAreGoneByItsNextUse) {
 // b, then c), but b, evicted and read next, is rebuilt from a: a is needed first.  Evicting c
 // instead rebuilds b and c once each.
 Program needed_by_evicted() {
-  std::string text = R"({"INSTRUCTION":"ANNOTATE","ANNOTATION":"START"}
-{"INSTRUCTION":"CONSTANT","NAME":"x"}
-{"INSTRUCTION":"MEMORY","NAME":"x","MEMORY":"1024"}
-)";
+  std::string text = start_with_x();
   text += call("f", "a", {"x"}, 1024) + call("f", "b", {"a"}, 1024) + call("f", "c", {"x"}, 1024) +
           call("h", "o1", {"a"}, 4) + release("o1") + call("f", "d", {"x"}, 1024) + release("d") +
           call("h", "o2", {"b"}, 4) + release("o2") + release("b") + call("h", "o3", {"c"}, 4) +
