@@ -136,7 +136,13 @@ double Heuristics::gone_ancestors_cost(const Pool& pool, const Record& r, std::u
 Heuristics::NextUse Heuristics::next_use(Pool& pool, const Cell& cell, double c0,
                                          double staleness) {
   if (pool.diverged_ || pool.last_step_.empty()) return {staleness};
-  const double calls_stale = static_cast<double>(pool.program_calls_ - cell.last_call_ + 1);
+  // A cell without a predicted read of its own is needed, if at all, to rebuild others: its
+  // staleness in calls counts double against predicted distances (on the prototype's logs at
+  // 0.3 and 0.5 where dtr-eq runs, dtr-next's overhead against dtr-eq's, geometric mean: x1
+  // 0.816, x2 0.804; x3 a little lower, x4 thrashed the Unrolled GAN at 0.3).
+  constexpr double kUnpredictedWeight = 2;
+  const double calls_stale =
+      kUnpredictedWeight * static_cast<double>(pool.program_calls_ - cell.last_call_ + 1);
   const Record& r = *cell.record();
   if (r.step != pool.step_ || r.step_call >= pool.last_step_.calls()) return {calls_stale};
   const auto next = pool.last_step_.next_use(r.step_call, cell.output_index(), pool.step_calls_);
@@ -181,7 +187,7 @@ double Heuristics::needed_by_evicted(Pool& pool, Cell& cell, double distance) {
 // predicted read, or the predicted read of an evicted value rebuilt from it (evicting it then
 // lengthens that rebuild).  The cost term is what rebuilding it at that moment costs: its own
 // cost, its evicted ancestors' (walked exactly, as msps does) and the gone ancestors'
-// (next_use).  On the prototype's logs at 0.3 and 0.5 of the peak, where dtr-eq runs: 0.82x
+// (next_use).  On the prototype's logs at 0.3 and 0.5 of the peak, where dtr-eq runs: 0.80x
 // dtr-eq's overhead (geometric mean), against 0.92x with dtr-eq's neighbourhood cost over the
 // cell's own next read (README, "dtr-next").
 double Heuristics::next_score(Pool& pool, Cell& cell, double c0, double staleness, double m,
