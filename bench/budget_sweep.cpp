@@ -116,6 +116,7 @@ struct Row {
   std::vector<double> samples;  // ms of each timed step
   double ms = 0;
   double evictions = 0, remats = 0, recompute_ms = 0, overhead_ms = 0, overhead_share = 0;
+  double swaps = 0, swap_mib = 0, swap_ms = 0;  // per step: copies to or from host (--swap)
   double page_faults = 0;    // minor faults per step: fresh pages after the pool returned memory
   std::size_t peak = 0;      // over the timed steps and the one before them
   std::size_t peak_all = 0;  // over the warm-up steps too
@@ -187,6 +188,10 @@ class Sweep {
     std::printf("%-8s %9s %9s %8s %8s %9s %9s %10s %10s %7s %9s %6s %8s\n", "budget", "MiB",
                 "ms/step", "slowdown", "est", "evict/st", "remat/st", "recomp ms", "ovhd ms",
                 "ovhd %", "peak MiB", "within", "faults");
+    bool swapped = false;
+    for (const Row& r : rows) swapped = swapped || r.swaps > 0;
+    if (swapped)
+      std::printf("copies to and from host memory per step (--swap): count, MiB, ms\n");
     for (const Row& r : rows) {
       const std::string name = r.label == "min" ? fmt::format("min {:.3f}", *r.fraction) : r.label;
       const double mib = (r.budget ? *r.budget : peak_) / kMiB;
@@ -199,6 +204,8 @@ class Sweep {
                   name.c_str(), mib, r.ms, r.ms / base_ms_, estimated_slowdown(r), r.evictions,
                   r.remats, r.recompute_ms, r.overhead_ms, 100 * r.overhead_share, r.peak / kMiB,
                   within(r) ? "yes" : "NO", r.page_faults);
+      if (swapped)
+        std::printf("%-8s swaps %.1f, %.2f MiB, %.2f ms\n", "", r.swaps, r.swap_mib, r.swap_ms);
     }
   }
 
@@ -227,15 +234,18 @@ class Sweep {
               {"peak_resident_bytes", r.peak},
               {"peak_resident_bytes_with_warmup", r.peak_all},
               {"within_budget", within(r)},
+              {"swaps_per_step", r.swaps},
+              {"swap_mib_per_step", r.swap_mib},
+              {"swap_ms_per_step", r.swap_ms},
               {"steps", steps_}});
     return j;
   }
 
  private:
   // The slowdown the cache's own counters account for: the unbudgeted step plus recompute,
-  // search and bookkeeping.  Less noisy than `slowdown` on a loaded machine.
+  // search, bookkeeping and copies to host memory.  Less noisy than `slowdown` on a loaded machine.
   double estimated_slowdown(const Row& r) const {
-    return 1 + (r.recompute_ms + r.overhead_ms) / base_ms_;
+    return 1 + (r.recompute_ms + r.overhead_ms + r.swap_ms) / base_ms_;
   }
   static bool within(const Row& r) { return !r.budget || r.peak_all <= *r.budget; }
 
@@ -274,6 +284,9 @@ class Sweep {
         sum.rematerializations += s.rematerializations;
         sum.recompute_seconds += s.recompute_seconds;
         sum.search_seconds += s.search_seconds + s.bookkeeping_seconds;
+        sum.swap_outs += s.swap_outs + s.swap_ins;
+        sum.swap_bytes += s.swap_bytes;
+        sum.swap_seconds += s.swap_seconds;
       }
       row.peak = pool.stats().peak_resident_bytes;  // the settling step and the timed ones
       row.peak_all = std::max(warmup_peak, row.peak);
@@ -296,6 +309,9 @@ class Sweep {
     row.recompute_ms = sum.recompute_seconds * 1e3 / n;
     row.overhead_ms = sum.search_seconds * 1e3 / n;
     row.overhead_share = total_ms > 0 ? sum.search_seconds * 1e3 / total_ms : 0;
+    row.swaps = static_cast<double>(sum.swap_outs) / n;
+    row.swap_mib = static_cast<double>(sum.swap_bytes) / kMiB / n;
+    row.swap_ms = sum.swap_seconds * 1e3 / n;
     return row;
   }
 
@@ -315,7 +331,7 @@ int main(int argc, char** argv) {
   CLI::App app{"Step time and DTR counters of an MLP and a ResNet-20 across memory budgets"};
   std::string model = "all";
   int steps = 5, warmup = 2, threads = 1;
-  bool keep_graph = false, no_min = false;
+  bool keep_graph = false, no_min = false, swap = false;
   std::vector<double> fractions{1.0, 0.8, 0.6, 0.5, 0.4, 0.3, 0.25, 0.2};
   std::string heuristic = "dtr-eq", cost = "time";
   app.add_option("--model", model, "mlp (wide), deep-mlp, cnn or all")
@@ -334,18 +350,22 @@ int main(int argc, char** argv) {
   app.add_flag("--no-min", no_min, "skip the search for the smallest feasible budget");
   app.add_option("--heuristic", heuristic, "eviction heuristic");
   app.add_option("--dtr-cost", cost, "cost model: time, flops, bytes or unit");
+  app.add_flag("--swap", swap,
+               "when nothing evictable is left, move values that cannot be recomputed to host "
+               "memory (DtrConfig::swap)");
   CLI11_PARSE(app, argc, argv);
 
   try {
     set_num_threads(threads);
     Pool::of(Device::cpu()).set_heuristic(heuristic_from_name(heuristic));
     Pool::of(Device::cpu()).set_cost_model(cost_model_from_name(cost));
+    Pool::of(Device::cpu()).set_swap(swap);
     std::printf(
-        "budget sweep: %d thread(s), heuristic %s, cost model %s, graph %s before "
+        "budget sweep: %d thread(s), heuristic %s%s, cost model %s, graph %s before "
         "optimizer.step(); "
         "budgets are fractions of the unbudgeted peak (parameters, gradients and optimizer state "
         "included)\n",
-        threads, heuristic.c_str(), cost.c_str(), keep_graph ? "kept" : "dropped");
+        threads, heuristic.c_str(), swap ? " with swapping" : "", cost.c_str(), keep_graph ? "kept" : "dropped");
     std::vector<nlohmann::json> lines;
     std::vector<std::function<Workload()>> makers;
     auto with_graph = [keep_graph](Workload (*make)()) {

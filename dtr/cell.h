@@ -52,7 +52,9 @@ struct Record {
   }
 };
 
-enum class CellState : std::uint8_t { Resident, Evicted, Banished };
+// Swapped: the bytes live in host memory outside the budget (DtrConfig::swap); the next access
+// copies them back.
+enum class CellState : std::uint8_t { Resident, Evicted, Banished, Swapped };
 
 // Union-find node of an evicted component, for the dtr-eq approximation of e*.
 struct EvictedClass {
@@ -81,6 +83,9 @@ class Cell final : public Storage, public std::enable_shared_from_this<Cell> {
   std::uint64_t id() const { return id_; }
   CellState state() const { return state_; }
   bool resident() const { return state_ == CellState::Resident; }
+  bool swapped() const { return state_ == CellState::Swapped; }
+  // Its bytes exist somewhere without recomputation: resident or swapped out.
+  bool has_value() const { return resident() || swapped(); }
   bool is_constant() const { return record_ == nullptr; }
   const std::shared_ptr<Record>& record() const { return record_; }
   int output_index() const { return output_index_; }
@@ -108,6 +113,7 @@ class Cell final : public Storage, public std::enable_shared_from_this<Cell> {
   std::size_t nbytes_;
   std::uint64_t id_;
   Block block_;
+  void* host_ = nullptr;  // the swapped-out bytes
   CellState state_ = CellState::Evicted;
   std::shared_ptr<Record> record_;
   int output_index_ = 0;

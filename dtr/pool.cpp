@@ -10,6 +10,7 @@
 #include <unordered_set>
 #include <utility>
 
+#include "core/cuda.h"
 #include "core/error.h"
 #include "core/recycling_allocator.h"
 #include "core/release.h"
@@ -156,6 +157,7 @@ void Pool::fill_memory_stats(DtrStats& s) const {
   s.fragmentation_bytes = allocator_.cached_bytes();
   s.held_bytes = resident_bytes_ + s.fragmentation_bytes;
   s.largest_free_block = allocator_.largest_free_block();
+  s.swapped_bytes = swapped_bytes_;
 }
 
 void Pool::reset_stats() {
@@ -270,6 +272,13 @@ void Pool::make_room(std::size_t bytes, std::string_view op) {
   if (!config_.budget) return;
   const std::size_t budget = *config_.budget;
   Timer timer{total_.search_seconds};
+  // Copies to host memory count as swap time, not search (destroyed before the timer).
+  struct ExcludeSwaps {
+    double& search;
+    const double& swap;
+    const double swap_at_start;
+    ~ExcludeSwaps() { search -= swap - swap_at_start; }
+  } exclude{total_.search_seconds, total_.swap_seconds, total_.swap_seconds};
   const std::size_t cls = bytes ? allocator_.size_class(bytes) : 0;
   // Tiny cells (a TreeLSTM's hidden states) would cost one search per few hundred bytes: free up
   // to a headroom of 1/64 of the budget (at most 1 MiB) in tiny cells at once.  On the TreeLSTM
@@ -288,7 +297,7 @@ void Pool::make_room(std::size_t bytes, std::string_view op) {
     // Enough bytes are free but in pieces too small: first try a victim whose block joins free
     // neighbours into a block that fits.
     if (bytes && evict_to_fit(cls)) continue;
-    if (!evict_batch(excess, headroom)) {
+    if (!evict_batch(excess, headroom) && !(config_.swap && swap_out_one())) {
       // What the allocator would hold beyond the tensors: on a device, free pieces of segments
       // in use and the rest of a fresh segment, which can exceed a small budget by themselves.
       UnevictableBytes u = unevictable_bytes();
@@ -335,7 +344,7 @@ Block Pool::allocate_block(std::size_t bytes, std::string_view op) {
     // The memory itself ran out (a device's, below the budget or without one): evict, first
     // where that joins free blocks into one that fits, and retry.
     const std::size_t cls = allocator_.size_class(bytes);
-    if (evict_to_fit(cls) || evict_batch(bytes, 0)) continue;
+    if (evict_to_fit(cls) || evict_batch(bytes, 0) || (config_.swap && swap_out_one())) continue;
     const std::size_t held = resident_bytes_ + allocator_.cached_bytes();
     throw OutOfBudget(
         fmt::format("{} (the {} memory is exhausted at {} bytes held)", op, device_, held), bytes,
@@ -353,7 +362,64 @@ void Pool::materialize(Cell& cell, std::string_view op) {
   if (cell.replayable()) add_candidate(cell);
 }
 
+bool Pool::swap_out_one() {
+  Cell* victim = nullptr;
+  for (Cell* c : cells_) {
+    // Evictable cells are eviction's; an output before its kernel ran has neither a handle nor
+    // a reader yet (a value kept only for its readers' replays has readers).
+    if (!c->resident() || c->pins_ > 0 || c->nbytes_ == 0 ||
+        (!c->has_handles() && !c->has_live_dependents()) ||
+        c->candidate_index_ != std::numeric_limits<std::size_t>::max())
+      continue;
+    if (!victim || c->last_access_ < victim->last_access_ ||
+        (c->last_access_ == victim->last_access_ && c->id_ < victim->id_))
+      victim = c;
+  }
+  if (!victim) return false;
+  Cell& c = *victim;
+  Timer timer{total_.swap_seconds};
+  void* host = ::operator new(c.nbytes_, std::align_val_t{kBufferAlignment});
+  if (device_.is_cuda())
+    detail::cuda_memory::copy_to_host(host, c.block_.ptr, c.nbytes_);
+  else
+    std::memcpy(host, c.block_.ptr, c.nbytes_);
+  free_buffer(c, CellState::Swapped);
+  c.host_ = host;
+  swapped_bytes_ += c.nbytes_;
+  ++total_.swap_outs;
+  total_.swap_bytes += c.nbytes_;
+  return true;
+}
+
+void Pool::swap_in(Cell& cell, std::string_view op) {
+  make_room(cell.nbytes_, op);
+  const Block block = allocate_block(cell.nbytes_, op);
+  {
+    Timer timer{total_.swap_seconds};
+    if (device_.is_cuda())
+      detail::cuda_memory::copy_from_host(block.ptr, cell.host_, cell.nbytes_);
+    else
+      std::memcpy(block.ptr, cell.host_, cell.nbytes_);
+  }
+  free_host(cell);
+  cell.block_ = block;
+  cell.state_ = CellState::Resident;
+  cell.last_access_ = tick();
+  ++resident_cells_;
+  add_resident(cell.nbytes_);
+  ++total_.swap_ins;
+  total_.swap_bytes += cell.nbytes_;
+  if (cell.replayable()) add_candidate(cell);
+}
+
+void Pool::free_host(Cell& cell) {
+  ::operator delete(cell.host_, std::align_val_t{kBufferAlignment});
+  cell.host_ = nullptr;
+  swapped_bytes_ -= cell.nbytes_;
+}
+
 void Pool::free_buffer(Cell& cell, CellState next) {
+  if (cell.state_ == CellState::Swapped) free_host(cell);
   if (cell.state_ == CellState::Resident) {
     remove_candidate(cell);
     allocator_.deallocate(cell.block_);
@@ -464,6 +530,7 @@ void Pool::unpin(Cell& cell) {
 void Pool::ensure_resident(Cell& target, std::string_view op) {
   target.last_access_ = tick();
   if (target.resident()) return;
+  if (target.swapped()) return swap_in(target, op);
   // Iterative rematerialization: a frame per record being rebuilt, its resident inputs pinned
   // while the missing ones are rebuilt.  No recursion on the C++ stack.
   struct Frame {
@@ -477,6 +544,7 @@ void Pool::ensure_resident(Cell& target, std::string_view op) {
       for (Cell* c : f.pinned) --c->pins_;
   };
   auto check = [&](Cell& c) {
+    if (c.swapped()) return;
     REMAT_CHECK(c.state_ != CellState::Banished && c.record_,
                 "{}: cell {} ({} bytes) was freed for good and cannot be recomputed", op, c.id_,
                 c.nbytes_);
@@ -495,6 +563,11 @@ void Pool::ensure_resident(Cell& target, std::string_view op) {
         stack.pop_back();
         continue;
       }
+      if (f.cell->swapped()) {  // an input in host memory: copied back, nothing recomputed
+        swap_in(*f.cell, op);
+        stack.pop_back();
+        continue;
+      }
       Record& r = *f.cell->record_;
       // DtrConfig::stamp_inputs_first: every input is stamped on the frame's first visit, before
       // anything below it is recomputed; otherwise each when it is pinned, once resident.
@@ -508,7 +581,7 @@ void Pool::ensure_resident(Cell& target, std::string_view op) {
       for (const auto& in : r.inputs) {
         if (in->resident()) continue;
         std::size_t depth = 0;
-        if (in->record_)
+        if (in->record_ && !in->swapped())
           for (const auto& grand : in->record_->inputs) depth += grand->resident() ? 0 : 1;
         if (!missing || depth > missing_depth) missing = in.get(), missing_depth = depth;
       }
@@ -556,7 +629,9 @@ void Pool::replay(Record& r, std::string_view op) {
     for (std::size_t i = 0; i < r.outputs.size(); ++i) {
       auto c = r.outputs[i].lock();
       if (c && c->record_.get() == &r) {
-        if (!c->resident()) {
+        if (c->swapped()) {
+          swap_in(*c, op);  // rewritten with the same bytes
+        } else if (!c->resident()) {
           const std::uint64_t stamp = c->last_access_;
           materialize(*c, op);
           if (config_.keep_stamp_on_remat) c->last_access_ = stamp;
@@ -679,7 +754,7 @@ bool Pool::freeze_readers(Cell& cell, bool or_equal) {
     if (seen.size() > kMaxWalk) return false;
     auto d = std::move(stack.back());
     stack.pop_back();
-    if (d->resident()) {
+    if (d->has_value()) {
       bytes += d->nbytes_;
       if (bytes > cell.nbytes_ || (bytes == cell.nbytes_ && !or_equal)) return false;
       freeze.push_back(std::move(d));
@@ -798,7 +873,7 @@ void Pool::on_last_handle(Cell& cell) {
         free_buffer(cell, CellState::Evicted);
         // Unbudgeted, nothing reads e* yet: set_budget builds the classes when it is needed.
         if (config_.budget) Heuristics::on_evicted(*this, cell);
-      } else if (cell.resident() &&
+      } else if (cell.has_value() &&
                  (!cell.has_live_dependents() || freeze_readers(cell, /*or_equal=*/true))) {
         // A constant nobody can read again, or one whose readers are resident and no larger:
         // they stay (frozen) instead.  A gradient the engine let go after its first use (batch
@@ -815,7 +890,7 @@ void Pool::on_cell_created(Cell& cell) {
 }
 
 void Pool::on_cell_destroyed(Cell& cell) {
-  if (cell.state_ == CellState::Resident) free_buffer(cell, CellState::Banished);
+  if (cell.has_value()) free_buffer(cell, CellState::Banished);
   remove_candidate(cell);
   Cell* last = cells_.back();
   cells_[cell.cell_index_] = last;

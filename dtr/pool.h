@@ -61,6 +61,7 @@ class Pool {
   }
   void set_policy(DeallocPolicy p) { config_.policy = p; }
   void set_cost_model(CostModel c) { config_.cost = c; }
+  void set_swap(bool on) { config_.swap = on; }
 
   // ---- cells
   // A resident cell with no producer; it is never evicted.
@@ -163,6 +164,11 @@ class Pool {
   // (MegEngine's idea against fragmentation); false when there is none.
   bool evict_to_fit(std::size_t size);
   void fill_memory_stats(DtrStats& s) const;
+  // DtrConfig::swap: moves the longest unused value that cannot be evicted (unpinned, held by a
+  // tensor) to host memory; false when there is none.  swap_in brings a swapped value back.
+  bool swap_out_one();
+  void swap_in(Cell& cell, std::string_view op);
+  void free_host(Cell& cell);
   // A block from the allocator, evicting while the memory itself is exhausted; OutOfBudget
   // when nothing is left to evict.
   Block allocate_block(std::size_t bytes, std::string_view op);
@@ -183,6 +189,7 @@ class Pool {
   std::size_t resident_bytes_ = 0;
   std::size_t peak_resident_bytes_ = 0;
   std::size_t resident_cells_ = 0;
+  std::size_t swapped_bytes_ = 0;
   DtrStats total_;
   DtrStats window_base_;
   std::size_t window_peak_ = 0;

@@ -14,10 +14,14 @@ struct DtrStats {
   std::uint64_t metadata_accesses = 0;   // cells scored or walked by the heuristic
   // Evictions chosen because their block joins free neighbours into one a request fits.
   std::uint64_t fragmentation_evictions = 0;
+  std::uint64_t swap_outs = 0;  // values moved to host memory (DtrConfig::swap)
+  std::uint64_t swap_ins = 0;   // and back
+  std::uint64_t swap_bytes = 0;  // bytes copied either way
   double compute_seconds = 0;      // kernel time of the original calls
   double recompute_seconds = 0;    // kernel time of replays
   double search_seconds = 0;       // choosing victims
   double bookkeeping_seconds = 0;  // the rest of the cache's own work
+  double swap_seconds = 0;         // copying to and from host memory
   std::size_t peak_resident_bytes = 0;
   std::optional<std::size_t> budget = std::nullopt;
   // At the moment of the query: what the allocator holds (resident + cached, what a budget
@@ -26,6 +30,7 @@ struct DtrStats {
   std::size_t held_bytes = 0;
   std::size_t fragmentation_bytes = 0;
   std::size_t largest_free_block = 0;
+  std::size_t swapped_bytes = 0;  // held in host memory now
 
   DtrStats since(const DtrStats& base) const {
     DtrStats d = *this;
@@ -35,6 +40,10 @@ struct DtrStats {
     d.rematerializations -= base.rematerializations;
     d.metadata_accesses -= base.metadata_accesses;
     d.fragmentation_evictions -= base.fragmentation_evictions;
+    d.swap_outs -= base.swap_outs;
+    d.swap_ins -= base.swap_ins;
+    d.swap_bytes -= base.swap_bytes;
+    d.swap_seconds -= base.swap_seconds;
     d.compute_seconds -= base.compute_seconds;
     d.recompute_seconds -= base.recompute_seconds;
     d.search_seconds -= base.search_seconds;

@@ -171,10 +171,19 @@ void call_into(const std::shared_ptr<const Op>& op, std::span<const Tensor> inpu
     Pool& pool = Pool::of(device);
     PinGuard pins(inputs.size());
     Scratch<KernelArg, 8> in_args(inputs.size()), out_args(out_metas.size());
-    for (std::size_t i = 0; i < inputs.size(); ++i) {
-      Cell& c = kernel_cell(op->name(), i, inputs[i]);
-      pins.pin(c, op->name());
-      in_args[i] = {&in_metas[i], c.buffer()};
+    // With swapping, evicted inputs are rebuilt and pinned first: the resident ones, unpinned
+    // meanwhile, may move to host memory instead of sitting beside the rebuild.
+    const bool rebuild_first = pool.config().swap && inputs.size() <= 64;
+    std::uint64_t pinned_first = 0;  // inputs pinned by the first pass
+    for (int pass = rebuild_first ? 0 : 1; pass < 2; ++pass) {
+      for (std::size_t i = 0; i < inputs.size(); ++i) {
+        Cell& c = kernel_cell(op->name(), i, inputs[i]);
+        if (pass == 0 && c.has_value()) continue;
+        if (pass == 1 && rebuild_first && (pinned_first >> i & 1u)) continue;
+        pins.pin(c, op->name());
+        in_args[i] = {&in_metas[i], c.buffer()};
+        if (pass == 0) pinned_first |= std::uint64_t{1} << i;
+      }
     }
     SmallVector<std::shared_ptr<Cell>, 2> out_cells;
     out_cells.reserve(out_metas.size());

@@ -1,5 +1,6 @@
 // The DTR flags every example shares, parsed by one parser: --budget (300MiB, 1.5GB, 123456,
-// a fraction such as 0.4, or none), --heuristic, --policy, --dtr-cost, --dtr-seed, --trace.
+// a fraction such as 0.4, or none), --heuristic, --policy, --dtr-cost, --dtr-seed, --swap,
+// --trace.
 // A fractional budget is a fraction of the unbudgeted steady-state peak: the pool runs the first
 // two steps without a budget and measures the second (Pool::set_budget_fraction).  Usage:
 //   DtrFlags dtr; dtr.add_to(app); CLI11_PARSE(app, argc, argv); dtr.configure(pool);
@@ -24,6 +25,7 @@ struct DtrFlags {
   std::string cost = "time";
   std::string trace;
   std::uint64_t seed = 0;
+  bool swap = false;
 
   // The step a fractional budget is measured on, unbudgeted (Pool::set_budget_fraction): the
   // first also creates the optimizer's state, so the second is the first steady one.
@@ -50,7 +52,8 @@ struct DtrFlags {
                    "peak (0.4), or none")
         ->check(valid([](const std::string& s) { parse_budget(s); }));
     app.add_option("--heuristic", heuristic,
-                   "eviction heuristic: dtr, dtr-eq, dtr-local, lru, largest, msps, estar, random")
+                   "eviction heuristic: dtr, dtr-eq, dtr-local, lru, largest, msps, estar, random, "
+                   "dtr-next")
         ->check(valid([](const std::string& s) { heuristic_from_name(s); }));
     app.add_option("--policy", policy, "deallocation policy: eager-evict, banish, ignore")
         ->check(valid([](const std::string& s) { policy_from_name(s); }));
@@ -58,6 +61,9 @@ struct DtrFlags {
         ->check(valid([](const std::string& s) { cost_model_from_name(s); }));
     app.add_option("--dtr-seed", seed, "seed for candidate sampling and the random heuristic")
         ->check(whole_in_range<std::uint64_t>(0, std::numeric_limits<std::uint64_t>::max()));
+    app.add_flag("--swap", swap,
+                 "when nothing evictable is left, move values that cannot be recomputed "
+                 "(parameters, optimizer state, waiting gradients) to host memory");
     app.add_option("--trace", trace, "write a JSON-lines trace of the run to this file");
   }
 
@@ -69,6 +75,7 @@ struct DtrFlags {
     cfg.policy = policy_from_name(policy);
     cfg.cost = cost_model_from_name(cost);
     cfg.seed = seed;
+    cfg.swap = swap;
     cfg.budget = spec.bytes;
     pool.configure(cfg);
     if (spec.fraction) pool.set_budget_fraction(*spec.fraction, kMeasureStep);

@@ -71,6 +71,12 @@ inline nlohmann::json dtr_summary(const DtrStats& s, const DtrFlags& flags) {
   j["rematerializations"] = s.rematerializations;
   j["recompute_ms"] = s.recompute_seconds * 1e3;
   j["overhead_ms"] = (s.search_seconds + s.bookkeeping_seconds) * 1e3;
+  if (flags.swap) {
+    j["swap_outs"] = s.swap_outs;
+    j["swap_ins"] = s.swap_ins;
+    j["swap_bytes"] = s.swap_bytes;
+    j["swap_ms"] = s.swap_seconds * 1e3;
+  }
   return j;
 }
 inline nlohmann::json dtr_summary(const Pool& pool, const DtrFlags& flags) {
