@@ -190,8 +190,7 @@ class Sweep {
                 "ovhd %", "peak MiB", "within", "faults");
     bool swapped = false;
     for (const Row& r : rows) swapped = swapped || r.swaps > 0;
-    if (swapped)
-      std::printf("copies to and from host memory per step (--swap): count, MiB, ms\n");
+    if (swapped) std::printf("copies to and from host memory per step (--swap): count, MiB, ms\n");
     for (const Row& r : rows) {
       const std::string name = r.label == "min" ? fmt::format("min {:.3f}", *r.fraction) : r.label;
       const double mib = (r.budget ? *r.budget : peak_) / kMiB;
@@ -365,7 +364,8 @@ int main(int argc, char** argv) {
         "optimizer.step(); "
         "budgets are fractions of the unbudgeted peak (parameters, gradients and optimizer state "
         "included)\n",
-        threads, heuristic.c_str(), swap ? " with swapping" : "", cost.c_str(), keep_graph ? "kept" : "dropped");
+        threads, heuristic.c_str(), swap ? " with swapping" : "", cost.c_str(),
+        keep_graph ? "kept" : "dropped");
     std::vector<nlohmann::json> lines;
     std::vector<std::function<Workload()>> makers;
     auto with_graph = [keep_graph](Workload (*make)()) {

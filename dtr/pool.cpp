@@ -378,7 +378,7 @@ bool Pool::swap_out_one() {
   if (!victim) return false;
   Cell& c = *victim;
   Timer timer{total_.swap_seconds};
-  void* host = ::operator new(c.nbytes_, std::align_val_t{kBufferAlignment});
+  void* host = ::operator new (c.nbytes_, std::align_val_t{kBufferAlignment});
   if (device_.is_cuda())
     detail::cuda_memory::copy_to_host(host, c.block_.ptr, c.nbytes_);
   else
@@ -413,7 +413,7 @@ void Pool::swap_in(Cell& cell, std::string_view op) {
 }
 
 void Pool::free_host(Cell& cell) {
-  ::operator delete(cell.host_, std::align_val_t{kBufferAlignment});
+  ::operator delete (cell.host_, std::align_val_t{kBufferAlignment});
   cell.host_ = nullptr;
   swapped_bytes_ -= cell.nbytes_;
 }

@@ -14,9 +14,9 @@ struct DtrStats {
   std::uint64_t metadata_accesses = 0;   // cells scored or walked by the heuristic
   // Evictions chosen because their block joins free neighbours into one a request fits.
   std::uint64_t fragmentation_evictions = 0;
-  std::uint64_t swap_outs = 0;  // values moved to host memory (DtrConfig::swap)
-  std::uint64_t swap_ins = 0;   // and back
-  std::uint64_t swap_bytes = 0;  // bytes copied either way
+  std::uint64_t swap_outs = 0;     // values moved to host memory (DtrConfig::swap)
+  std::uint64_t swap_ins = 0;      // and back
+  std::uint64_t swap_bytes = 0;    // bytes copied either way
   double compute_seconds = 0;      // kernel time of the original calls
   double recompute_seconds = 0;    // kernel time of replays
   double search_seconds = 0;       // choosing victims

@@ -142,12 +142,13 @@ TEST_F(Swap, ResNet20TrainsBitIdenticallyAtFifteenHundredthsOfItsPeak) {
   EXPECT_LE(swapped.stats.peak_resident_bytes, swapped.budget);
   EXPECT_GT(swapped.stats.swap_outs, 0u);
   EXPECT_GT(swapped.stats.rematerializations, 0u);
-  std::printf("ResNet-20 at 0.15: budget %.2f MiB, %llu rematerializations, %llu swaps out, "
-              "%.1f MiB copied, in two steps\n",
-              static_cast<double>(swapped.budget) / (1 << 20),
-              static_cast<unsigned long long>(swapped.stats.rematerializations),
-              static_cast<unsigned long long>(swapped.stats.swap_outs),
-              static_cast<double>(swapped.stats.swap_bytes) / (1 << 20));
+  std::printf(
+      "ResNet-20 at 0.15: budget %.2f MiB, %llu rematerializations, %llu swaps out, "
+      "%.1f MiB copied, in two steps\n",
+      static_cast<double>(swapped.budget) / (1 << 20),
+      static_cast<unsigned long long>(swapped.stats.rematerializations),
+      static_cast<unsigned long long>(swapped.stats.swap_outs),
+      static_cast<double>(swapped.stats.swap_bytes) / (1 << 20));
 }
 
 }  // namespace
