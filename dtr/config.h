@@ -78,12 +78,12 @@ struct DtrConfig {
   // missing ones (so a rebuilt chain shares the clock reading of its start); ours stamps each
   // input when it is pinned, after what lies below it was recomputed.
   bool stamp_inputs_first = false;
-  // Swapping as a last resort: when nothing evictable is left, a resident value that cannot be
-  // recomputed (a parameter, optimizer state, a gradient waiting in the autograd engine, loaded
-  // data), unpinned and held by a tensor, moves to host memory outside the budget, the
+  // Swapping: before evicting anything, a resident value that cannot be recomputed (a
+  // parameter, optimizer state, a gradient waiting in the autograd engine, loaded data),
+  // unpinned and held by a tensor or a reader, moves to host memory outside the budget, the
   // longest unused first, and comes back on its next access.  Budgets below what those values
-  // hold then run, at the price of the copies; above it nothing changes.  Off by default: on
-  // the CPU the host memory is the same memory, so the budget then bounds only the pool.
+  // hold then run.  Off by default: on the CPU the host memory is the same memory, so the
+  // budget then bounds only the pool.
   bool swap = false;
 };
 

@@ -297,7 +297,10 @@ void Pool::make_room(std::size_t bytes, std::string_view op) {
     // Enough bytes are free but in pieces too small: first try a victim whose block joins free
     // neighbours into a block that fits.
     if (bytes && evict_to_fit(cls)) continue;
-    if (!evict_batch(excess, headroom) && !(config_.swap && swap_out_one())) {
+    // A copy to host memory costs less than recomputing an activation (ResNet-20 at 0.15 of its
+    // peak: 2.79x the unbudgeted step swapping first, 3.89x evicting first).
+    if (config_.swap && swap_out_one()) continue;
+    if (!evict_batch(excess, headroom)) {
       // What the allocator would hold beyond the tensors: on a device, free pieces of segments
       // in use and the rest of a fresh segment, which can exceed a small budget by themselves.
       UnevictableBytes u = unevictable_bytes();
