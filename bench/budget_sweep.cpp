@@ -261,6 +261,7 @@ class Sweep {
                  fraction ? fmt::format("{:.4f}", *fraction).c_str() : "");
     Pool& pool = Pool::of(Device::cpu());
     DtrStats sum;
+    std::uint64_t swaps = 0;  // either way
     try {
       pool.set_budget(row.budget);
       pool.reset_stats();
@@ -283,7 +284,7 @@ class Sweep {
         sum.rematerializations += s.rematerializations;
         sum.recompute_seconds += s.recompute_seconds;
         sum.search_seconds += s.search_seconds + s.bookkeeping_seconds;
-        sum.swap_outs += s.swap_outs + s.swap_ins;
+        swaps += s.swap_outs + s.swap_ins;
         sum.swap_bytes += s.swap_bytes;
         sum.swap_seconds += s.swap_seconds;
       }
@@ -308,7 +309,7 @@ class Sweep {
     row.recompute_ms = sum.recompute_seconds * 1e3 / n;
     row.overhead_ms = sum.search_seconds * 1e3 / n;
     row.overhead_share = total_ms > 0 ? sum.search_seconds * 1e3 / total_ms : 0;
-    row.swaps = static_cast<double>(sum.swap_outs) / n;
+    row.swaps = static_cast<double>(swaps) / n;
     row.swap_mib = static_cast<double>(sum.swap_bytes) / kMiB / n;
     row.swap_ms = sum.swap_seconds * 1e3 / n;
     return row;
@@ -350,8 +351,8 @@ int main(int argc, char** argv) {
   app.add_option("--heuristic", heuristic, "eviction heuristic");
   app.add_option("--dtr-cost", cost, "cost model: time, flops, bytes or unit");
   app.add_flag("--swap", swap,
-               "when nothing evictable is left, move values that cannot be recomputed to host "
-               "memory (DtrConfig::swap)");
+               "before evicting, move values that cannot be recomputed to host memory "
+               "(DtrConfig::swap)");
   CLI11_PARSE(app, argc, argv);
 
   try {

@@ -365,6 +365,15 @@ void Pool::materialize(Cell& cell, std::string_view op) {
   if (cell.replayable()) add_candidate(cell);
 }
 
+void Pool::copy_host(void* dst, const void* src, std::size_t bytes, bool to_host) const {
+  if (!device_.is_cuda())
+    std::memcpy(dst, src, bytes);
+  else if (to_host)
+    detail::cuda_memory::copy_to_host(dst, src, bytes);
+  else
+    detail::cuda_memory::copy_from_host(dst, src, bytes);
+}
+
 bool Pool::swap_out_one() {
   Cell* victim = nullptr;
   for (Cell* c : cells_) {
@@ -382,10 +391,7 @@ bool Pool::swap_out_one() {
   Cell& c = *victim;
   Timer timer{total_.swap_seconds};
   void* host = ::operator new (c.nbytes_, std::align_val_t{kBufferAlignment});
-  if (device_.is_cuda())
-    detail::cuda_memory::copy_to_host(host, c.block_.ptr, c.nbytes_);
-  else
-    std::memcpy(host, c.block_.ptr, c.nbytes_);
+  copy_host(host, c.block_.ptr, c.nbytes_, /*to_host=*/true);
   free_buffer(c, CellState::Swapped);
   c.host_ = host;
   swapped_bytes_ += c.nbytes_;
@@ -399,10 +405,7 @@ void Pool::swap_in(Cell& cell, std::string_view op) {
   const Block block = allocate_block(cell.nbytes_, op);
   {
     Timer timer{total_.swap_seconds};
-    if (device_.is_cuda())
-      detail::cuda_memory::copy_from_host(block.ptr, cell.host_, cell.nbytes_);
-    else
-      std::memcpy(block.ptr, cell.host_, cell.nbytes_);
+    copy_host(block.ptr, cell.host_, cell.nbytes_, /*to_host=*/false);
   }
   free_host(cell);
   cell.block_ = block;

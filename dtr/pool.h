@@ -165,10 +165,13 @@ class Pool {
   bool evict_to_fit(std::size_t size);
   void fill_memory_stats(DtrStats& s) const;
   // DtrConfig::swap: moves the longest unused value that cannot be evicted (unpinned, held by a
-  // tensor) to host memory; false when there is none.  swap_in brings a swapped value back.
+  // tensor or a reader) to host memory; false when there is none.  It scans every live cell:
+  // swapping is opt-in.  swap_in brings a swapped value back.
   bool swap_out_one();
   void swap_in(Cell& cell, std::string_view op);
   void free_host(Cell& cell);
+  // Between this device's memory and host memory, either way.
+  void copy_host(void* dst, const void* src, std::size_t bytes, bool to_host) const;
   // A block from the allocator, evicting while the memory itself is exhausted; OutOfBudget
   // when nothing is left to evict.
   Block allocate_block(std::size_t bytes, std::string_view op);

@@ -62,8 +62,8 @@ struct DtrFlags {
     app.add_option("--dtr-seed", seed, "seed for candidate sampling and the random heuristic")
         ->check(whole_in_range<std::uint64_t>(0, std::numeric_limits<std::uint64_t>::max()));
     app.add_flag("--swap", swap,
-                 "when nothing evictable is left, move values that cannot be recomputed "
-                 "(parameters, optimizer state, waiting gradients) to host memory");
+                 "before evicting, move values that cannot be recomputed (parameters, optimizer "
+                 "state, waiting gradients) to host memory");
     app.add_option("--trace", trace, "write a JSON-lines trace of the run to this file");
   }
 
