@@ -129,6 +129,7 @@ class Cell final : public Storage, public std::enable_shared_from_this<Cell> {
   Readers dependents_;
   std::size_t prune_at_ = 8;
   std::size_t candidate_index_ = std::numeric_limits<std::size_t>::max();
+  std::size_t swappable_index_ = std::numeric_limits<std::size_t>::max();
   std::shared_ptr<EvictedClass> evicted_class_;
   std::uint64_t mark_ = 0;  // visit stamp for neighbourhood walks
 };

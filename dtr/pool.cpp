@@ -75,7 +75,13 @@ void Pool::configure(const DtrConfig& config) {
   config_ = config;
   config_.budget = config_.budget;
   rng_state_ = config.seed * 0x9E3779B97F4A7C15ull + 0x2545F4914F6CDD1Dull;
+  rebuild_swappable();
   set_budget(budget);
+}
+
+void Pool::set_swap(bool on) {
+  config_.swap = on;
+  rebuild_swappable();
 }
 
 void Pool::set_budget(std::optional<std::size_t> bytes) {
@@ -171,6 +177,7 @@ void Pool::add_candidate(Cell& cell) {
   if (cell.candidate_index_ != std::numeric_limits<std::size_t>::max()) return;
   cell.candidate_index_ = candidates_.size();
   candidates_.push_back(&cell);
+  update_swappable(cell);
 }
 
 void Pool::remove_candidate(Cell& cell) {
@@ -181,6 +188,31 @@ void Pool::remove_candidate(Cell& cell) {
   last->candidate_index_ = i;
   candidates_.pop_back();
   cell.candidate_index_ = std::numeric_limits<std::size_t>::max();
+  update_swappable(cell);
+}
+
+void Pool::update_swappable(Cell& cell) {
+  constexpr std::size_t kNone = std::numeric_limits<std::size_t>::max();
+  const bool wanted = config_.swap && cell.resident() && cell.candidate_index_ == kNone;
+  const std::size_t i = cell.swappable_index_;
+  if (wanted == (i != kNone)) return;
+  if (wanted) {
+    cell.swappable_index_ = swappable_.size();
+    swappable_.push_back(&cell);
+    return;
+  }
+  Cell* last = swappable_.back();
+  swappable_[i] = last;
+  last->swappable_index_ = i;
+  swappable_.pop_back();
+  cell.swappable_index_ = kNone;
+}
+
+void Pool::rebuild_swappable() {
+  for (Cell* c : swappable_) c->swappable_index_ = std::numeric_limits<std::size_t>::max();
+  swappable_.clear();
+  if (config_.swap)
+    for (Cell* c : cells_) update_swappable(*c);
 }
 
 std::size_t Pool::sample_size() const {
@@ -363,6 +395,7 @@ void Pool::materialize(Cell& cell, std::string_view op) {
   ++resident_cells_;
   add_resident(cell.nbytes_);
   if (cell.replayable()) add_candidate(cell);
+  update_swappable(cell);
 }
 
 void Pool::copy_host(void* dst, const void* src, std::size_t bytes, bool to_host) const {
@@ -376,7 +409,7 @@ void Pool::copy_host(void* dst, const void* src, std::size_t bytes, bool to_host
 
 bool Pool::swap_out_one() {
   Cell* victim = nullptr;
-  for (Cell* c : cells_) {
+  for (Cell* c : swappable_) {
     // Evictable cells are eviction's; an output before its kernel ran has neither a handle nor
     // a reader yet (a value kept only for its readers' replays has readers).
     if (!c->resident() || c->pins_ > 0 || c->nbytes_ == 0 ||
@@ -416,6 +449,7 @@ void Pool::swap_in(Cell& cell, std::string_view op) {
   ++total_.swap_ins;
   total_.swap_bytes += cell.nbytes_;
   if (cell.replayable()) add_candidate(cell);
+  update_swappable(cell);
 }
 
 void Pool::free_host(Cell& cell) {
@@ -443,6 +477,7 @@ void Pool::free_buffer(Cell& cell, CellState next) {
     }
   }
   cell.state_ = next;
+  update_swappable(cell);
 }
 
 // ---------------------------------------------------------------- cells
@@ -791,6 +826,7 @@ void Pool::copy_on_write(Cell& cell) {
   std::swap(old->block_, cell.block_);
   std::memcpy(cell.block_.ptr, old->block_.ptr, cell.nbytes_);
   old->state_ = CellState::Resident;
+  update_swappable(*old);
   old->record_ = std::move(cell.record_);
   old->output_index_ = cell.output_index_;
   old->unreplayable_ = cell.unreplayable_;
@@ -822,6 +858,8 @@ void Pool::transfer_identity(Cell& from, Cell& to) {
   ++resident_cells_;
   from.block_ = {};
   from.state_ = CellState::Evicted;
+  update_swappable(from);
+  update_swappable(to);
   --resident_cells_;
   to.record_ = std::move(from.record_);
   to.output_index_ = from.output_index_;
@@ -898,6 +936,7 @@ void Pool::on_cell_created(Cell& cell) {
 void Pool::on_cell_destroyed(Cell& cell) {
   if (cell.has_value()) free_buffer(cell, CellState::Banished);
   remove_candidate(cell);
+  update_swappable(cell);  // no longer resident: off the list
   Cell* last = cells_.back();
   cells_[cell.cell_index_] = last;
   last->cell_index_ = cell.cell_index_;

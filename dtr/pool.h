@@ -61,7 +61,7 @@ class Pool {
   }
   void set_policy(DeallocPolicy p) { config_.policy = p; }
   void set_cost_model(CostModel c) { config_.cost = c; }
-  void set_swap(bool on) { config_.swap = on; }
+  void set_swap(bool on);
 
   // ---- cells
   // A resident cell with no producer; it is never evicted.
@@ -165,9 +165,14 @@ class Pool {
   bool evict_to_fit(std::size_t size);
   void fill_memory_stats(DtrStats& s) const;
   // DtrConfig::swap: moves the longest unused value that cannot be evicted (unpinned, held by a
-  // tensor or a reader) to host memory; false when there is none.  It scans every live cell:
-  // swapping is opt-in.  swap_in brings a swapped value back.
+  // tensor or a reader) to host memory; false when there is none.  swap_in brings a swapped
+  // value back.
   bool swap_out_one();
+  // While swapping is on, swappable_ lists the resident cells that are not eviction candidates,
+  // so a swap looks at those rather than at every live cell.  Called wherever a cell's state or
+  // candidacy changes; rebuild_swappable when swapping is turned on or off.
+  void update_swappable(Cell& cell);
+  void rebuild_swappable();
   void swap_in(Cell& cell, std::string_view op);
   void free_host(Cell& cell);
   // Between this device's memory and host memory, either way.
@@ -197,6 +202,7 @@ class Pool {
   DtrStats window_base_;
   std::size_t window_peak_ = 0;
   std::vector<Cell*> candidates_;  // resident, replayable cells: the eviction candidates
+  std::vector<Cell*> swappable_;   // resident cells that are not candidates, while swapping
   struct ScoredVictim {
     double score;
     Cell* cell;

@@ -64,8 +64,9 @@ TEST(BadFlags, DeviceFlagNamesItsFormsAndAMissingGpu) {
   EXPECT_TRUE(refused(mlp, "--device gpu", {"--device", "cpu, cuda or cuda:N"}));
   EXPECT_TRUE(refused(mlp, "--device cuda:x", {"--device", "cpu, cuda or cuda:N"}));
   EXPECT_TRUE(refused(mlp, "--device cuda:64", {"--device", "cpu, cuda or cuda:N"}));
-  if (!cuda::available())
+  if (!cuda::available()) {
     EXPECT_TRUE(refused(mlp, "--device cuda --random-data --steps 1", {"--device cuda"}));
+  }
 }
 
 TEST(BadFlags, LanguageModelFlagsNameTheirRange) {
