@@ -350,16 +350,26 @@ int main(int argc, char** argv) {
   app.add_flag("--no-min", no_min, "skip the search for the smallest feasible budget");
   app.add_option("--heuristic", heuristic, "eviction heuristic");
   app.add_option("--dtr-cost", cost, "cost model: time, flops, bytes or unit");
-  app.add_flag("--swap", swap,
-               "before evicting, move values that cannot be recomputed to host memory "
-               "(DtrConfig::swap)");
+  auto* swap_flag = app.add_flag("--swap", swap,
+                                 "before evicting, move values that cannot be recomputed to host "
+                                 "memory (DtrConfig::swap)");
+  std::optional<double> swap_bandwidth;
+  app.add_option("--swap-bandwidth", swap_bandwidth,
+                 "GB/s of a copy: swapping then competes with eviction instead of coming first "
+                 "(DtrConfig::swap_cost_per_byte; needs --swap and --dtr-cost time)")
+      ->check(examples::real_in_range(0, false, 1e6, "a positive number of GB/s up to 1e6"))
+      ->needs(swap_flag);
   CLI11_PARSE(app, argc, argv);
 
   try {
     set_num_threads(threads);
     Pool::of(Device::cpu()).set_heuristic(heuristic_from_name(heuristic));
     Pool::of(Device::cpu()).set_cost_model(cost_model_from_name(cost));
-    Pool::of(Device::cpu()).set_swap(swap);
+    Pool::of(Device::cpu())
+        .set_swap(swap, swap_bandwidth
+                            ? swap_cost_per_byte(*swap_bandwidth, cost_model_from_name(cost),
+                                                 "--dtr-cost")
+                            : 0);
     std::printf(
         "budget sweep: %d thread(s), heuristic %s%s, cost model %s, graph %s before "
         "optimizer.step(); "

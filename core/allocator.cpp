@@ -40,6 +40,7 @@ class CachingCpuAllocator final : public Allocator {
   }
   ~CachingCpuAllocator() override { release_all_cached(); }
   Device device() const override { return Device::cpu(); }
+  bool backed() const override { return backed_; }
 
   std::size_t size_class(std::size_t bytes) const override {
     if (bytes == 0) bytes = 1;

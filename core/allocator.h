@@ -19,6 +19,9 @@ class Allocator {
  public:
   virtual ~Allocator() = default;
   virtual Device device() const = 0;
+  // Whether blocks are memory that can be read (false: the simulator's accounting, whose
+  // addresses are never dereferenced).
+  virtual bool backed() const { return true; }
   // The bytes a request of `bytes` really reserves.
   virtual std::size_t size_class(std::size_t bytes) const = 0;
   // A null block when the memory is exhausted (the pool evicts and retries, or reports

@@ -43,6 +43,7 @@ class SegmentAllocator final : public Allocator {
     // Live blocks at destruction belong to cells that outlive the allocator; leave them mapped.
   }
   Device device() const override { return source_->device(); }
+  bool backed() const override { return source_->backed(); }
 
   std::size_t size_class(std::size_t bytes) const override {
     return round_up(bytes ? bytes : 1, S::kRound);

@@ -24,6 +24,7 @@ class SegmentSource {
  public:
   virtual ~SegmentSource() = default;
   virtual Device device() const = 0;
+  virtual bool backed() const { return true; }  // as Allocator::backed
   virtual void* map(std::size_t bytes) = 0;
   virtual void unmap(void* p, std::size_t bytes) = 0;
 };
@@ -51,6 +52,7 @@ class HostSegmentSource final : public SegmentSource {
   explicit HostSegmentSource(std::size_t capacity, bool backed = true)
       : capacity_(capacity), backed_(backed) {}
   Device device() const override { return Device::cpu(); }
+  bool backed() const override { return backed_; }
   void* map(std::size_t bytes) override;
   void unmap(void* p, std::size_t bytes) override;
   std::size_t mapped_bytes() const { return mapped_; }

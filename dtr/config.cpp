@@ -111,4 +111,14 @@ BudgetSpec parse_budget(std::string_view text) {
   REMAT_THROW("budget '{}': unknown unit '{}' (use B, KB, MB, GB, KiB, MiB or GiB)", text, unit);
 }
 
+double swap_cost_per_byte(double gb_per_second, CostModel model, std::string_view cost_flag) {
+  REMAT_CHECK(gb_per_second > 0 && std::isfinite(gb_per_second),
+              "a swap bandwidth must be a positive number of GB/s, not {}", gb_per_second);
+  REMAT_CHECK(model == CostModel::Time,
+              "a swap bandwidth prices copies in seconds, which only the time cost model counts "
+              "in: it needs {} time, not {}",
+              cost_flag, cost_model_name(model));
+  return 1 / (gb_per_second * 1e9);
+}
+
 }  // namespace remat

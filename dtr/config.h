@@ -33,6 +33,9 @@ std::string_view policy_name(DeallocPolicy p);  // eager-evict, banish, ignore
 DeallocPolicy policy_from_name(std::string_view name);
 std::string_view cost_model_name(CostModel c);  // time, flops, bytes, unit
 CostModel cost_model_from_name(std::string_view name);
+// DtrConfig::swap_cost_per_byte for a link of `gb_per_second` (10^9 bytes a second): seconds a
+// byte, so only under the time cost model; throws remat::Error naming the flag otherwise.
+double swap_cost_per_byte(double gb_per_second, CostModel model, std::string_view cost_flag);
 
 // A parsed --budget value: none, an absolute byte count, or a fraction of the unbudgeted peak.
 struct BudgetSpec {
@@ -78,13 +81,18 @@ struct DtrConfig {
   // missing ones (so a rebuilt chain shares the clock reading of its start); ours stamps each
   // input when it is pinned, after what lies below it was recomputed.
   bool stamp_inputs_first = false;
-  // Swapping: before evicting anything, a resident value that cannot be recomputed (a
-  // parameter, optimizer state, a gradient waiting in the autograd engine, loaded data),
-  // unpinned and held by a tensor or a reader, moves to host memory outside the budget, the
-  // longest unused first, and comes back on its next access.  Budgets below what those values
-  // hold then run.  Off by default: on the CPU the host memory is the same memory, so the
-  // budget then bounds only the pool.
+  // Swapping: a resident value that cannot be recomputed (a parameter, optimizer state, a
+  // gradient waiting in the autograd engine, loaded data), unpinned and held by a tensor or a
+  // reader, may move to host memory outside the budget, the longest unused first, and comes
+  // back on its next access.  Budgets below what those values hold then run.  Off by default:
+  // on the CPU the host memory is the same memory, so the budget then bounds only the pool.
   bool swap = false;
+  // 0: swapping comes before any eviction.  Otherwise what a byte copied costs, each way, in the
+  // cost model's units (seconds under the time model: one over the link's bandwidth), and
+  // swapping is one more kind of eviction: the swap is scored by the heuristic as a candidate
+  // whose cost is its two copies (out and back) and whose evicted neighbourhood is empty, and
+  // happens only when it scores below the best eviction candidate (DTR's paper, section 6).
+  double swap_cost_per_byte = 0;
 };
 
 }  // namespace remat

@@ -143,6 +143,7 @@ Heuristics::NextUse Heuristics::next_use(Pool& pool, const Cell& cell, double c0
   constexpr double kUnpredictedWeight = 2;
   const double calls_stale =
       kUnpredictedWeight * static_cast<double>(pool.program_calls_ - cell.last_call_ + 1);
+  if (!cell.record()) return {calls_stale};  // a constant: never predicted
   const Record& r = *cell.record();
   if (r.step != pool.step_ || r.step_call >= pool.last_step_.calls()) return {calls_stale};
   const auto next = pool.last_step_.next_use(r.step_call, cell.output_index(), pool.step_calls_);
@@ -222,11 +223,8 @@ double Heuristics::score(Pool& pool, Cell& cell, double bound) {
       return 1.0 / m;
     case Heuristic::DtrLocal:
       return c0 / (m * s);
-    case Heuristic::Random: {
-      pool.rng_state_ ^= pool.rng_state_ << 13, pool.rng_state_ ^= pool.rng_state_ >> 7,
-          pool.rng_state_ ^= pool.rng_state_ << 17;
-      return static_cast<double>(pool.rng_state_ >> 11);
-    }
+    case Heuristic::Random:
+      return random_score(pool);
     case Heuristic::Dtr:
     case Heuristic::Msps:
     case Heuristic::EStar: {
@@ -255,6 +253,39 @@ double Heuristics::score(Pool& pool, Cell& cell, double bound) {
       // Nothing learned yet, or this step left the last one's path: exactly dtr-eq.
       if (pool.diverged_ || pool.last_step_.empty()) return eq_cost(pool, cell, c0) / (m * s);
       return next_score(pool, cell, c0, s, m, bound);
+  }
+  return 0;
+}
+
+double Heuristics::random_score(Pool& pool) {
+  pool.rng_state_ ^= pool.rng_state_ << 13, pool.rng_state_ ^= pool.rng_state_ >> 7,
+      pool.rng_state_ ^= pool.rng_state_ << 17;
+  return static_cast<double>(pool.rng_state_ >> 11);
+}
+
+double Heuristics::swap_score(Pool& pool, const Cell& cell, double copy_cost) {
+  const double s = static_cast<double>(std::max<std::uint64_t>(1, pool.now() - cell.last_access()));
+  const double m = static_cast<double>(std::max<std::size_t>(1, cell.nbytes()));
+  switch (pool.config_.heuristic) {
+    case Heuristic::Lru:
+      return 1.0 / s;
+    case Heuristic::Largest:
+      return 1.0 / m;
+    case Heuristic::Random:
+      return random_score(pool);
+    case Heuristic::Msps:
+      return copy_cost / m;
+    case Heuristic::EStar:
+      return 0.5 / s;  // |e*| = 0
+    case Heuristic::DtrNext:
+      // Never recomputed, so never predicted: the staleness next_use gives such a cell.
+      if (!pool.diverged_ && !pool.last_step_.empty())
+        return copy_cost / (m * next_use(pool, cell, copy_cost, s).distance);
+      return copy_cost / (m * s);
+    case Heuristic::Dtr:
+    case Heuristic::DtrEq:
+    case Heuristic::DtrLocal:
+      return copy_cost / (m * s);
   }
   return 0;
 }

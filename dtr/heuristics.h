@@ -30,6 +30,9 @@ struct Heuristics {
   // dtr-eq bookkeeping: an eviction merges the cell with its evicted neighbours' classes; a
   // rematerialization subtracts its cost from its class (the constant-time split of the paper).
   static void on_evicted(Pool& pool, Cell& cell);
+  // A swap of `cell` (DtrConfig::swap_cost_per_byte) scored as an eviction candidate whose
+  // cost is `copy_cost` and whose evicted neighbourhood is empty, on the same scale as score().
+  static double swap_score(Pool& pool, const Cell& cell, double copy_cost);
   static void on_rematerialized(Pool& pool, Cell& cell);
   // A fresh visit stamp, and marks every neighbour of the cell (inputs of its record and live
   // dependents) with one.
@@ -40,6 +43,7 @@ struct Heuristics {
                               NeighbourhoodWalk& walk);
 
  private:
+  static double random_score(Pool& pool);
   static double eq_cost(Pool& pool, Cell& cell, double c0);
   // dtr-next's time term and the cost of the ancestors it would rebuild along (see the .cpp).
   struct NextUse {

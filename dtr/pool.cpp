@@ -79,8 +79,9 @@ void Pool::configure(const DtrConfig& config) {
   set_budget(budget);
 }
 
-void Pool::set_swap(bool on) {
+void Pool::set_swap(bool on, double cost_per_byte) {
   config_.swap = on;
+  config_.swap_cost_per_byte = cost_per_byte;
   rebuild_swappable();
 }
 
@@ -222,7 +223,7 @@ std::size_t Pool::sample_size() const {
       256, static_cast<std::size_t>(std::ceil(2 * std::sqrt(static_cast<double>(n)))));
 }
 
-bool Pool::evict_batch(std::size_t bytes, std::size_t headroom) {
+bool Pool::evict_batch(std::size_t bytes, std::size_t headroom, double below) {
   const std::size_t n = candidates_.size();
   if (n == 0) return false;
   const std::size_t k = sample_size();
@@ -282,6 +283,7 @@ bool Pool::evict_batch(std::size_t bytes, std::size_t headroom) {
       if (done) break;
       continue;
     }
+    if (s.score >= below) break;                                    // a swap scores lower
     if (!c.resident() || c.pins_ > 0 || !c.replayable()) continue;  // a duplicate draw
     freed += c.nbytes_;
     evict(c);
@@ -329,9 +331,20 @@ void Pool::make_room(std::size_t bytes, std::string_view op) {
     // Enough bytes are free but in pieces too small: first try a victim whose block joins free
     // neighbours into a block that fits.
     if (bytes && evict_to_fit(cls)) continue;
-    // A copy to host memory costs less than recomputing an activation (ResNet-20 at 0.15 of its
-    // peak: 2.79x the unbudgeted step swapping first, 3.89x evicting first).
-    if (config_.swap && swap_out_one()) continue;
+    if (config_.swap) {
+      if (Cell* out = swap_victim()) {
+        // Priced, a swap competes with the eviction candidates; unpriced, it comes first (a
+        // copy on the CPU costs less than recomputing an activation: ResNet-20 at 0.15 of its
+        // peak ran 2.79x the unbudgeted step swapping first, 3.89x evicting first).
+        const double price = config_.swap_cost_per_byte;
+        if (price <= 0 ||
+            !evict_batch(
+                excess, headroom,
+                Heuristics::swap_score(*this, *out, 2 * price * static_cast<double>(out->nbytes_))))
+          swap_out(*out);
+        continue;
+      }
+    }
     if (!evict_batch(excess, headroom)) {
       // What the allocator would hold beyond the tensors: on a device, free pieces of segments
       // in use and the rest of a fresh segment, which can exceed a small budget by themselves.
@@ -408,6 +421,13 @@ void Pool::copy_host(void* dst, const void* src, std::size_t bytes, bool to_host
 }
 
 bool Pool::swap_out_one() {
+  Cell* victim = swap_victim();
+  if (!victim) return false;
+  swap_out(*victim);
+  return true;
+}
+
+Cell* Pool::swap_victim() const {
   Cell* victim = nullptr;
   for (Cell* c : swappable_) {
     // Evictable cells are eviction's; an output before its kernel ran has neither a handle nor
@@ -420,17 +440,22 @@ bool Pool::swap_out_one() {
         (c->last_access_ == victim->last_access_ && c->id_ < victim->id_))
       victim = c;
   }
-  if (!victim) return false;
-  Cell& c = *victim;
+  return victim;
+}
+
+void Pool::swap_out(Cell& c) {
   Timer timer{total_.swap_seconds};
-  void* host = ::operator new (c.nbytes_, std::align_val_t{kBufferAlignment});
-  copy_host(host, c.block_.ptr, c.nbytes_, /*to_host=*/true);
+  // The simulator's accounting allocator holds no bytes to copy: the state change is the swap.
+  void* host = nullptr;
+  if (allocator_.backed()) {
+    host = ::operator new (c.nbytes_, std::align_val_t{kBufferAlignment});
+    copy_host(host, c.block_.ptr, c.nbytes_, /*to_host=*/true);
+  }
   free_buffer(c, CellState::Swapped);
   c.host_ = host;
   swapped_bytes_ += c.nbytes_;
   ++total_.swap_outs;
   total_.swap_bytes += c.nbytes_;
-  return true;
 }
 
 void Pool::swap_in(Cell& cell, std::string_view op) {
@@ -438,7 +463,7 @@ void Pool::swap_in(Cell& cell, std::string_view op) {
   const Block block = allocate_block(cell.nbytes_, op);
   {
     Timer timer{total_.swap_seconds};
-    copy_host(block.ptr, cell.host_, cell.nbytes_, /*to_host=*/false);
+    if (cell.host_) copy_host(block.ptr, cell.host_, cell.nbytes_, /*to_host=*/false);
   }
   free_host(cell);
   cell.block_ = block;
@@ -453,7 +478,7 @@ void Pool::swap_in(Cell& cell, std::string_view op) {
 }
 
 void Pool::free_host(Cell& cell) {
-  ::operator delete (cell.host_, std::align_val_t{kBufferAlignment});
+  if (cell.host_) ::operator delete (cell.host_, std::align_val_t{kBufferAlignment});
   cell.host_ = nullptr;
   swapped_bytes_ -= cell.nbytes_;
 }

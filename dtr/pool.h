@@ -61,7 +61,8 @@ class Pool {
   }
   void set_policy(DeallocPolicy p) { config_.policy = p; }
   void set_cost_model(CostModel c) { config_.cost = c; }
-  void set_swap(bool on);
+  // DtrConfig::swap and swap_cost_per_byte.
+  void set_swap(bool on, double cost_per_byte = 0);
 
   // ---- cells
   // A resident cell with no producer; it is never evicted.
@@ -157,16 +158,20 @@ class Pool {
   void make_room(std::size_t bytes, std::string_view op);
   void replay(Record& record, std::string_view op);
   // Evicts victims of one sampled search until `bytes` are freed, and tiny ones on to
-  // `headroom` (see make_room); false when nothing can be evicted.
-  bool evict_batch(std::size_t bytes, std::size_t headroom);
+  // `headroom` (see make_room), only those scoring below `below` (a priced swap's score); false
+  // when nothing was evicted.
+  bool evict_batch(std::size_t bytes, std::size_t headroom,
+                   double below = std::numeric_limits<double>::infinity());
   // When the allocator's free bytes could serve a block of `size` but no free block is large
   // enough: evicts the best-scored cell whose block joins free neighbours into one that is
   // (MegEngine's idea against fragmentation); false when there is none.
   bool evict_to_fit(std::size_t size);
   void fill_memory_stats(DtrStats& s) const;
-  // DtrConfig::swap: moves the longest unused value that cannot be evicted (unpinned, held by a
-  // tensor or a reader) to host memory; false when there is none.  swap_in brings a swapped
-  // value back.
+  // DtrConfig::swap: the longest unused value that cannot be evicted (unpinned, held by a tensor
+  // or a reader), or null; swap_out moves it to host memory, swap_out_one both (false when there
+  // is none), and swap_in brings a swapped value back.
+  Cell* swap_victim() const;
+  void swap_out(Cell& cell);
   bool swap_out_one();
   // While swapping is on, swappable_ lists the resident cells that are not eviction candidates,
   // so a swap looks at those rather than at every live cell.  Called wherever a cell's state or

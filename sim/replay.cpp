@@ -86,6 +86,8 @@ class Replayer {
     cfg.single_victim = options.prototype.single_victim;
     cfg.retain_released = options.prototype.keep_released;
     cfg.stamp_inputs_first = options.prototype.stamp_first;
+    cfg.swap = options.swap;
+    if (options.swap_priced) cfg.swap_cost_per_byte = options.swap_cost_per_byte;
     pool_->configure(cfg);
     if (options.compute_limit) account_.limit = *options.compute_limit;
   }
@@ -110,6 +112,7 @@ class Replayer {
       for (const Event& e : program_.events) {
         event_ = &e;
         step(e);
+        if (options_.swap) charge_swaps();
         if (account_.lines && runs_as_node(e.kind)) account_.lines->push_back(e.line);
         // Held minus resident when the resident bytes reach their peak: what the budget lost to
         // the segments' fragmentation where memory is tightest.
@@ -142,10 +145,22 @@ class Replayer {
     result.rematerializations = s.rematerializations;
     result.metadata_accesses = s.metadata_accesses;
     result.fragmentation_evictions = s.fragmentation_evictions;
+    result.swap_outs = s.swap_outs;
+    result.swap_ins = s.swap_ins;
+    result.swap_bytes = s.swap_bytes;
+    result.swap_cost = static_cast<double>(s.swap_bytes) * options_.swap_cost_per_byte;
     return result;
   }
 
  private:
+  // The copies of the event just replayed, priced into the run's compute (and its thrash limit).
+  void charge_swaps() {
+    const std::size_t bytes = pool_->total_stats().swap_bytes;
+    if (bytes == swap_bytes_charged_) return;
+    account_.add(static_cast<double>(bytes - swap_bytes_charged_) * options_.swap_cost_per_byte);
+    swap_bytes_charged_ = bytes;
+  }
+
   // One storage of the run: the handle its tensors share and their references.
   struct Slot {
     std::shared_ptr<Storage> handle;
@@ -362,6 +377,7 @@ class Replayer {
   const Program& program_;
   const ReplayOptions& options_;
   Account account_;
+  std::size_t swap_bytes_charged_ = 0;
   std::unique_ptr<Allocator> allocator_;
   std::unique_ptr<Pool> pool_;
   std::vector<std::uint32_t> slot_of_;  // tensor -> the slot of its storage (views share one)

@@ -44,6 +44,14 @@ struct ReplayOptions {
   // Keep the order of executions (ReplayResult::schedule_lines), for the optimum's MIP to
   // start from.
   bool record_schedule = false;
+  // DtrConfig::swap: values that cannot be recomputed may move out of the budget.  Every byte
+  // copied, out or back in, adds swap_cost_per_byte to the run's compute (under the time cost
+  // model, one over the link's bandwidth in bytes per second: copies do not overlap compute).
+  bool swap = false;
+  double swap_cost_per_byte = 0;
+  // The pool prices swaps at that cost (DtrConfig::swap_cost_per_byte) and weighs them against
+  // evictions; otherwise it swaps before evicting.
+  bool swap_priced = false;
 };
 
 enum class ReplayStatus : std::uint8_t { Ok, Thrash, Infeasible };
@@ -57,6 +65,9 @@ struct ReplayResult {
   std::uint64_t calls = 0, executions = 0, evictions = 0, rematerializations = 0,
                 metadata_accesses = 0;
   std::uint64_t fragmentation_evictions = 0;    // victims chosen to join free blocks
+  std::uint64_t swap_outs = 0, swap_ins = 0;    // with ReplayOptions::swap
+  std::size_t swap_bytes = 0;                   // copied, both ways
+  double swap_cost = 0;                         // the part of compute they cost
   std::size_t fragmentation_at_peak_bytes = 0;  // held minus resident when resident peaks
   std::string message;                          // why an infeasible run stopped
   // With record_schedule: the input line of every call, mutation, pin and access in the order

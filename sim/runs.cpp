@@ -15,6 +15,9 @@ ReplayOptions replay_options(const RunOptions& o) {
   r.segments = o.segments;
   r.prototype = o.prototype;
   r.record_schedule = o.record_schedule;
+  r.swap = o.swap;
+  r.swap_cost_per_byte = o.swap_cost_per_byte;
+  r.swap_priced = o.swap_priced;
   return r;
 }
 

@@ -26,6 +26,9 @@ struct RunOptions {
   bool segments = false;    // ReplayOptions::segments: a GPU's segment allocator
   ReplayOptions::PrototypeRules prototype;
   bool record_schedule = false;  // ReplayOptions::record_schedule
+  bool swap = false;             // ReplayOptions::swap
+  double swap_cost_per_byte = 0;
+  bool swap_priced = false;
 };
 // "all", "none", or a comma-separated list of exact-sizes, full-scan, compute-clock,
 // keep-stamp, single-victim, keep-released, stamp-first; "all-but:RULE" for every rule but one.

@@ -46,6 +46,9 @@ struct Flags {
   std::size_t sample = 0;
   bool json = false;
   bool segments = false;
+  bool swap = false;
+  double swap_bandwidth = 12;  // GB/s: PCIe 3.0 x16 from pinned host memory
+  bool swap_priced = false;
   std::string prototype = "none";
   bool sweep = false;
   std::string out = "dtr_sim";
@@ -97,9 +100,10 @@ class Reporter {
     std::printf("\n%s: %zu tensors, %zu events; unbudgeted: peak %s, compute %.6g (%s cost)\n",
                 p.source.c_str(), p.tensors.size(), p.events.size(),
                 human_bytes(base.peak_bytes).c_str(), base.compute, f_.cost.c_str());
-    std::printf("%-10s %-12s %12s %8s %-10s %9s %12s %10s %10s %12s%s%s\n", "heuristic", "policy",
+    std::printf("%-10s %-12s %12s %8s %-10s %9s %12s %10s %10s %12s%s%s%s\n", "heuristic", "policy",
                 "budget", "fraction", "status", "overhead", "peak", "evictions", "remats",
-                "metadata", f_.optimal ? "  vs-optimal" : "", f_.segments ? "  frag@peak" : "");
+                "metadata", f_.optimal ? "  vs-optimal" : "", f_.segments ? "  frag@peak" : "",
+                f_.swap ? "      swapped  swap-share" : "");
   }
 
   void row(const Program& p, const std::string& heuristic, const RunRow& r,
@@ -125,13 +129,19 @@ class Reporter {
         j["fragmentation_at_peak_bytes"] = x.fragmentation_at_peak_bytes;
         j["fragmentation_evictions"] = x.fragmentation_evictions;
       }
+      if (f_.swap) {
+        j["swap_outs"] = x.swap_outs;
+        j["swap_ins"] = x.swap_ins;
+        j["swap_bytes"] = x.swap_bytes;
+        j["swap_cost"] = x.swap_cost;
+      }
       if (f_.optimal) j["vs_optimal"] = vs_optimal ? nlohmann::json(*vs_optimal) : nlohmann::json();
       if (!x.message.empty()) j["message"] = x.message;  // why a run was infeasible
       std::printf("%s\n", j.dump().c_str());
       return;
     }
     std::printf(
-        "%-10s %-12s %12s %8s %-10s %9s %12s %10llu %10llu %12llu%s%s\n", heuristic.c_str(),
+        "%-10s %-12s %12s %8s %-10s %9s %12s %10llu %10llu %12llu%s%s%s\n", heuristic.c_str(),
         f_.policy.c_str(), r.budget_bytes ? human_bytes(*r.budget_bytes).c_str() : "none",
         r.budget_fraction ? fmt::format("{:.3f}", *r.budget_fraction).c_str() : "-",
         std::string(status_name(x.status)).c_str(),
@@ -143,7 +153,12 @@ class Reporter {
             ? fmt::format("  {:>10}", vs_optimal ? fmt::format("{:.4f}", *vs_optimal) : "-").c_str()
             : "",
         f_.segments ? fmt::format("  {:>11}", human_bytes(x.fragmentation_at_peak_bytes)).c_str()
-                    : "");
+                    : "",
+        // Copied bytes both ways, and the copies' share of the run's compute.
+        f_.swap ? fmt::format("  {:>11}  {:>10.4f}", human_bytes(x.swap_bytes),
+                              x.compute > 0 ? x.swap_cost / x.compute : 0.0)
+                      .c_str()
+                : "");
   }
 
   // The optimum and Chen's schedule at one budget, as rows beside the heuristics.
@@ -303,6 +318,9 @@ int run(const Flags& f) {
   opts.sample = f.sample;
   opts.thrash_limit = f.thrash_limit;
   opts.segments = f.segments;
+  opts.swap = f.swap;
+  if (f.swap) opts.swap_cost_per_byte = swap_cost_per_byte(f.swap_bandwidth, opts.cost, "--cost");
+  opts.swap_priced = f.swap_priced;
   opts.prototype = prototype_rules_from(f.prototype);
   opts.record_schedule = f.optimal;  // the heuristics' schedules start the MIP
   Reporter out(f);
@@ -401,6 +419,19 @@ int main(int argc, char** argv) {
                "model a GPU's caching allocator (2 and 20 MiB segments split into blocks): the "
                "budget counts its fragmentation, reported as frag@peak (held minus resident when "
                "resident bytes peak)");
+  auto* swap = app.add_flag("--swap", f.swap,
+                            "before evicting, move values that cannot be recomputed (parameters, "
+                            "inputs, values kept for their readers) out of the budget; each "
+                            "copy adds its bytes over --swap-bandwidth to the compute (--cost "
+                            "time only)");
+  app.add_option("--swap-bandwidth", f.swap_bandwidth,
+                 "GB/s of the link a swap crosses, each way (default 12: PCIe 3.0 x16)")
+      ->check(examples::real_in_range(0, false, 1e6, "a positive number of GB/s up to 1e6"))
+      ->needs(swap);
+  app.add_flag("--swap-priced", f.swap_priced,
+               "weigh each swap against the eviction candidates, scored by the heuristic at the "
+               "cost of its two copies, instead of swapping first")
+      ->needs(swap);
   app.add_option("--prototype", f.prototype,
                  "the DTR prototype simulator's rules: all, none (default), all-but:RULE, or a "
                  "list of exact-sizes, full-scan, compute-clock, keep-stamp, single-victim, "

@@ -1,6 +1,6 @@
 // The DTR flags every example shares, parsed by one parser: --budget (300MiB, 1.5GB, 123456,
 // a fraction such as 0.4, or none), --heuristic, --policy, --dtr-cost, --dtr-seed, --swap,
-// --trace.
+// --swap-bandwidth, --trace.
 // A fractional budget is a fraction of the unbudgeted steady-state peak: the pool runs the first
 // two steps without a budget and measures the second (Pool::set_budget_fraction).  Usage:
 //   DtrFlags dtr; dtr.add_to(app); CLI11_PARSE(app, argc, argv); dtr.configure(pool);
@@ -26,6 +26,7 @@ struct DtrFlags {
   std::string trace;
   std::uint64_t seed = 0;
   bool swap = false;
+  std::optional<double> swap_bandwidth;  // GB/s: prices swaps against evictions
 
   // The step a fractional budget is measured on, unbudgeted (Pool::set_budget_fraction): the
   // first also creates the optimizer's state, so the second is the first steady one.
@@ -61,9 +62,16 @@ struct DtrFlags {
         ->check(valid([](const std::string& s) { cost_model_from_name(s); }));
     app.add_option("--dtr-seed", seed, "seed for candidate sampling and the random heuristic")
         ->check(whole_in_range<std::uint64_t>(0, std::numeric_limits<std::uint64_t>::max()));
-    app.add_flag("--swap", swap,
-                 "before evicting, move values that cannot be recomputed (parameters, optimizer "
-                 "state, waiting gradients) to host memory");
+    auto* swap_flag = app.add_flag(
+        "--swap", swap,
+        "before evicting, move values that cannot be recomputed (parameters, optimizer state, "
+        "waiting gradients) to host memory");
+    app.add_option("--swap-bandwidth", swap_bandwidth,
+                   "GB/s a copy to or from host memory moves: swapping then competes with "
+                   "eviction, scored by the heuristic at the cost of its two copies, instead of "
+                   "coming first (needs --swap and --dtr-cost time)")
+        ->check(real_in_range(0, false, 1e6, "a positive number of GB/s up to 1e6"))
+        ->needs(swap_flag);
     app.add_option("--trace", trace, "write a JSON-lines trace of the run to this file");
   }
 
@@ -76,6 +84,8 @@ struct DtrFlags {
     cfg.cost = cost_model_from_name(cost);
     cfg.seed = seed;
     cfg.swap = swap;
+    if (swap_bandwidth)
+      cfg.swap_cost_per_byte = swap_cost_per_byte(*swap_bandwidth, cfg.cost, "--dtr-cost");
     cfg.budget = spec.bytes;
     pool.configure(cfg);
     if (spec.fraction) pool.set_budget_fraction(*spec.fraction, kMeasureStep);
