@@ -429,12 +429,10 @@ bool Pool::swap_out_one() {
 
 Cell* Pool::swap_victim() const {
   Cell* victim = nullptr;
-  for (Cell* c : swappable_) {
-    // Evictable cells are eviction's; an output before its kernel ran has neither a handle nor
-    // a reader yet (a value kept only for its readers' replays has readers).
-    if (!c->resident() || c->pins_ > 0 || c->nbytes_ == 0 ||
-        (!c->has_handles() && !c->has_live_dependents()) ||
-        c->candidate_index_ != std::numeric_limits<std::size_t>::max())
+  for (Cell* c : swappable_) {  // resident and not evictable (update_swappable)
+    // An output before its kernel ran has neither a handle nor a reader yet (a value kept only
+    // for its readers' replays has readers).
+    if (c->pins_ > 0 || c->nbytes_ == 0 || (!c->has_handles() && !c->has_live_dependents()))
       continue;
     if (!victim || c->last_access_ < victim->last_access_ ||
         (c->last_access_ == victim->last_access_ && c->id_ < victim->id_))
