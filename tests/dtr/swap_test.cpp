@@ -81,6 +81,57 @@ TEST_F(Swap, OpsReadSwappedInputsAndWriteSwappedValuesInPlace) {
   pool.set_budget(std::nullopt);
 }
 
+// Priced (DtrConfig::swap_cost_per_byte > 0), a swap competes with the eviction candidates: a
+// constant moves to host memory only when its two copies score below every evictable value.
+struct PricedChoice {
+  bool constant_swapped = false;
+  bool activation_evicted = false;
+  std::vector<float> constant, activation;
+};
+
+PricedChoice make_room_priced(double cost_per_byte) {
+  Pool& pool = Pool::of(Device::cpu());
+  DtrConfig cfg;
+  cfg.cost = CostModel::Flops;  // the price is then in flops per byte, and the choice exact
+  pool.configure(cfg);
+  constexpr std::int64_t kN = 1 << 16;
+  Tensor a = tensor<float>(ramp(kN, 1), Shape{kN});
+  Tensor b = tensor<float>(ramp(kN, 2), Shape{kN});
+  Tensor sum = add(a, b);  // recomputable from a and b for kN flops
+  (void)b.to_vector<float>();
+  (void)sum.to_vector<float>();
+  pool.set_swap(true, cost_per_byte);
+  pool.set_budget(pool.resident_bytes() - 1);  // one value must go
+  Cell& ca = static_cast<Cell&>(*a.storage());
+  Cell& csum = static_cast<Cell&>(*sum.storage());
+  PricedChoice choice{ca.swapped(), csum.state() == CellState::Evicted, {}, {}};
+  pool.set_budget(std::nullopt);  // rebuilding the sum needs its inputs beside it
+  choice.constant = a.to_vector<float>();
+  choice.activation = sum.to_vector<float>();
+  return choice;
+}
+
+TEST_F(Swap, PricedSwapsOnlyWhenCopiesCostLessThanRecomputing) {
+  std::vector<float> expected(1 << 16);
+  for (std::size_t i = 0; i < expected.size(); ++i) expected[i] = static_cast<float>(2 * i + 3);
+  // Copies priced far above the add's flops: the activation is evicted, the constant stays.
+  const PricedChoice dear = make_room_priced(1e6);
+  EXPECT_FALSE(dear.constant_swapped);
+  EXPECT_TRUE(dear.activation_evicted);
+  // Copies nearly free: the constant (the longest unused) goes to host, the activation stays.
+  const PricedChoice cheap = make_room_priced(1e-9);
+  EXPECT_TRUE(cheap.constant_swapped);
+  EXPECT_FALSE(cheap.activation_evicted);
+  // Unpriced, swapping comes before any eviction.
+  const PricedChoice first = make_room_priced(0);
+  EXPECT_TRUE(first.constant_swapped);
+  EXPECT_FALSE(first.activation_evicted);
+  for (const PricedChoice* c : {&dear, &cheap, &first}) {
+    EXPECT_EQ(c->constant, ramp(1 << 16, 1));
+    EXPECT_EQ(c->activation, expected);
+  }
+}
+
 // SGD with momentum on a ResNet-20 (batch 64, 32x32 RGB, as in He et al.): parameters and
 // momentum after the run, and every step's loss, at a budget and without one.
 struct TrainingRun {
