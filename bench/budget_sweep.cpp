@@ -248,10 +248,11 @@ class Sweep {
   }
   static bool within(const Row& r) { return !r.budget || r.peak_all <= *r.budget; }
 
-  // Sets the budget, runs `warmup` steps, resets the stats, runs one more step to settle and
-  // times `steps` steps.  OutOfBudget: infeasible.  The stats are reset once, not per step:
-  // reset_stats() also resets the peak, which caps the allocator's cache when unbudgeted, so the
-  // step after a reset returns memory to the kernel and page-faults it back.
+  // Sets the budget, runs `warmup` steps, resets the stats, runs one more step to settle (under
+  // dtr-next, until both its scores had a trial step) and times `steps` steps.  OutOfBudget:
+  // infeasible.  The stats are reset once, not per step: reset_stats() also resets the peak, which
+  // caps the allocator's cache when unbudgeted, so the step after a reset returns memory to the
+  // kernel and page-faults it back.
   Row measure(std::string label, std::optional<double> fraction, int warmup, int steps) {
     Row row;
     row.label = std::move(label);
@@ -269,6 +270,12 @@ class Sweep {
       const std::size_t warmup_peak = pool.stats().peak_resident_bytes;
       pool.reset_stats();
       w_.step();
+      // Under a new budget dtr-next gives each of its scores a trial step (dtr/score_choice.h);
+      // the timed steps are the ones after.
+      for (int i = 0;
+           i < 2 && !pool.score_choice().settled() && pool.config().heuristic == Heuristic::DtrNext;
+           ++i)
+        w_.step();
       DtrStats before = pool.stats();
       for (int i = 0; i < steps; ++i) {
         const long faults0 = minor_faults();

@@ -42,6 +42,7 @@ void Cell::mark_mutated() {
   if (pool_.trace()) pool_.trace()->write(*this);
   if (has_live_dependents() && !pool_.freeze_readers(*this)) pool_.copy_on_write(*this);
   pool_.make_constant(*this);
+  made_in_step_ = 0;  // a new value, which no call of this step made
   ++version_;
 }
 

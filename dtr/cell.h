@@ -122,6 +122,10 @@ class Cell final : public Storage, public std::enable_shared_from_this<Cell> {
   std::weak_ptr<Storage> external_;
   std::uint64_t last_access_ = 0;
   std::uint64_t last_call_ = 0;  // dtr-next: the pool's program_calls_ at its last use
+  // dtr-next: the step and the call in it that made this value (step 0: unknown), kept when a
+  // value that does not change loses its record (freeze), so its reads still enter the log.
+  std::uint64_t made_in_step_ = 0;
+  std::uint32_t made_at_call_ = 0;
   std::uint64_t version_ = 0;
   bool unreplayable_ = false;
   StorageRole role_ = StorageRole::Other;

@@ -135,7 +135,7 @@ double Heuristics::gone_ancestors_cost(const Pool& pool, const Record& r, std::u
 // 36 (dtr-eq: 25).
 Heuristics::NextUse Heuristics::next_use(Pool& pool, const Cell& cell, double c0,
                                          double staleness) {
-  if (pool.diverged_ || pool.last_step_.empty()) return {staleness};
+  if (!pool.predicts()) return {staleness};
   // A cell without a predicted read of its own is needed, if at all, to rebuild others: its
   // staleness in calls counts double against predicted distances (on the prototype's logs at
   // 0.3 and 0.5 where dtr-eq runs, dtr-next's overhead against dtr-eq's, geometric mean: x1
@@ -250,8 +250,9 @@ double Heuristics::score(Pool& pool, Cell& cell, double bound) {
     case Heuristic::DtrEq:
       return eq_cost(pool, cell, c0) / (m * s);
     case Heuristic::DtrNext:
-      // Nothing learned yet, or this step left the last one's path: exactly dtr-eq.
-      if (pool.diverged_ || pool.last_step_.empty()) return eq_cost(pool, cell, c0) / (m * s);
+      // Nothing learned yet, this step left the last one's path, or dtr-eq's score did better
+      // in the trial steps (dtr/score_choice.h): exactly dtr-eq.
+      if (!pool.predicts()) return eq_cost(pool, cell, c0) / (m * s);
       return next_score(pool, cell, c0, s, m, bound);
   }
   return 0;
@@ -279,8 +280,7 @@ double Heuristics::swap_score(Pool& pool, const Cell& cell, double copy_cost) {
       return 0.5 / s;  // |e*| = 0
     case Heuristic::DtrNext:
       // Never recomputed, so never predicted: the staleness next_use gives such a cell.
-      if (!pool.diverged_ && !pool.last_step_.empty())
-        return copy_cost / (m * next_use(pool, cell, copy_cost, s).distance);
+      if (pool.predicts()) return copy_cost / (m * next_use(pool, cell, copy_cost, s).distance);
       return copy_cost / (m * s);
     case Heuristic::Dtr:
     case Heuristic::DtrEq:

@@ -75,6 +75,8 @@ void Pool::configure(const DtrConfig& config) {
   config_ = config;
   config_.budget = config_.budget;
   rng_state_ = config.seed * 0x9E3779B97F4A7C15ull + 0x2545F4914F6CDD1Dull;
+  score_choice_ = {};  // a new run: dtr-next tries both scores again
+  step_recompute_cost_ = 0;
   rebuild_swappable();
   set_budget(budget);
 }
@@ -113,15 +115,27 @@ void Pool::set_budget_fraction(double fraction, int measure_step) {
   if (measure_step == 1) reset_peak();
 }
 
+void Pool::end_step_learning(bool failed) {
+  // A failed step stopped early; one that ran was compared only if it followed the last one.
+  const bool comparable =
+      !diverged_ && !last_step_.empty() && (failed || step_calls_ == last_step_.calls());
+  score_choice_.end_step(config_.budget, comparable,
+                         failed ? std::numeric_limits<double>::infinity() : step_recompute_cost_);
+  step_recompute_cost_ = 0;
+  if (!failed) std::swap(last_step_, this_step_);  // a step cut short predicts nothing
+  this_step_.clear();
+  ++step_;
+  step_calls_ = 0;
+  diverged_ = false;
+}
+
+void Pool::fail_step() {
+  if (learns_steps()) end_step_learning(true);
+}
+
 std::optional<std::size_t> Pool::end_step() {
   if (trace_) trace_->step_end();
-  if (learns_steps()) {
-    std::swap(last_step_, this_step_);
-    this_step_.clear();
-    ++step_;
-    step_calls_ = 0;
-    diverged_ = false;
-  }
+  if (learns_steps()) end_step_learning(false);
   if (!pending_fraction_) return std::nullopt;
   if (--steps_until_measured_ == 1) reset_peak();  // the next step is the one measured
   if (steps_until_measured_ > 0) return std::nullopt;
@@ -525,7 +539,11 @@ void Pool::note_call(Record& record, std::span<const std::shared_ptr<Cell>> outp
   if (!diverged_ && (step_calls_ >= last_step_.calls() || last_step_.op(step_calls_) != op))
     diverged_ = true;
   this_step_.add_call(op, outputs.size());
-  for (const auto& out : outputs) out->last_call_ = program_calls_;
+  for (const auto& out : outputs) {
+    out->last_call_ = program_calls_;
+    out->made_in_step_ = step_;
+    out->made_at_call_ = step_calls_;
+  }
   ++step_calls_;
   ++program_calls_;
 }
@@ -536,8 +554,8 @@ void Pool::advance_compute_clock(const Record& record) {
 
 void Pool::note_use(Cell& cell) {
   cell.last_call_ = program_calls_;
-  const Record* r = cell.record_.get();
-  if (r && r->step == step_) this_step_.add_use(r->step_call, cell.output_index_, step_calls_);
+  if (cell.made_in_step_ == step_)
+    this_step_.add_use(cell.made_at_call_, cell.output_index_, step_calls_);
 }
 
 void Pool::record_call(const std::shared_ptr<Record>& record,
@@ -726,6 +744,7 @@ void Pool::replay(Record& r, std::string_view op) {
     throw;
   }
   release();
+  step_recompute_cost_ += r.cost(config_.cost);
   ++total_.rematerializations;
   ++total_.executions;
 }
@@ -790,6 +809,7 @@ std::shared_ptr<Cell> Pool::begin_write(Cell& cell, bool overwrite, std::string_
 void Pool::finish_write(Cell& cell, const Record& mutation) {
   unpin(cell);
   make_constant(cell);
+  cell.made_in_step_ = 0;  // a new value, which no call of this step made
   ++cell.version_;
   ++total_.calls;
   ++total_.executions;
@@ -852,6 +872,8 @@ void Pool::copy_on_write(Cell& cell) {
   update_swappable(*old);
   old->record_ = std::move(cell.record_);
   old->output_index_ = cell.output_index_;
+  old->made_in_step_ = cell.made_in_step_;
+  old->made_at_call_ = cell.made_at_call_;
   old->unreplayable_ = cell.unreplayable_;
   cell.unreplayable_ = false;
   remove_candidate(cell);
@@ -886,6 +908,9 @@ void Pool::transfer_identity(Cell& from, Cell& to) {
   --resident_cells_;
   to.record_ = std::move(from.record_);
   to.output_index_ = from.output_index_;
+  to.made_in_step_ = from.made_in_step_;
+  to.made_at_call_ = from.made_at_call_;
+  from.made_in_step_ = 0;
   to.unreplayable_ = from.unreplayable_;
   from.unreplayable_ = false;
   if (to.record_) to.record_->outputs[to.output_index_] = to.shared_from_this();

@@ -14,6 +14,7 @@
 #include "dtr/config.h"
 #include "dtr/errors.h"
 #include "dtr/kernel_times.h"
+#include "dtr/score_choice.h"
 #include "dtr/stats.h"
 #include "dtr/step_log.h"
 #include "dtr/timeline.h"
@@ -53,6 +54,12 @@ class Pool {
   // simulator seeds it from an earlier replay of the same program.
   const StepLog& last_step_log() const { return last_step_; }
   void set_last_step_log(StepLog log) { last_step_ = std::move(log); }
+  // dtr-next's choice between its score and dtr-eq's (dtr/score_choice.h), which the simulator
+  // carries from one replay to the next as it carries the step log.
+  const ScoreChoice& score_choice() const { return score_choice_; }
+  void set_score_choice(const ScoreChoice& choice) { score_choice_ = choice; }
+  // A step the simulator abandoned (its thrash limit): its score's trial failed.
+  void fail_step();
   // The peak a fractional budget was resolved from, once it was.
   std::optional<std::size_t> measured_peak() const { return measured_peak_; }
   void set_heuristic(Heuristic h) {
@@ -236,6 +243,14 @@ class Pool {
   std::uint32_t step_calls_ = 0;
   std::uint64_t program_calls_ = 0;
   bool diverged_ = false;
+  ScoreChoice score_choice_;
+  double step_recompute_cost_ = 0;  // this step's rematerializations, in the cost model's units
+  // Whether dtr-next scores by the last step now: it has one, this step follows it, and its
+  // score is the one chosen.
+  bool predicts() const {
+    return !diverged_ && !last_step_.empty() && score_choice_.score() == ScoreChoice::Next;
+  }
+  void end_step_learning(bool failed);
   std::optional<double> pending_fraction_;  // set_budget_fraction, until resolved
   int steps_until_measured_ = 0;
   std::optional<std::size_t> measured_peak_;

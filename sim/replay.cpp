@@ -92,11 +92,17 @@ class Replayer {
     if (options.compute_limit) account_.limit = *options.compute_limit;
   }
 
-  // Takes the calls and uses of another replay's run as this one's last step (dtr-next).
-  void learn_from(Replayer& earlier) {
-    earlier.pool_->end_step();
+  // Takes the calls and uses of another replay's run as this one's last step, and its choice
+  // of score (dtr-next).
+  void learn_from(Replayer& earlier, const ReplayResult& result) {
+    if (result.status == ReplayStatus::Ok)
+      earlier.pool_->end_step();
+    else
+      earlier.pool_->fail_step();
     pool_->set_last_step_log(earlier.pool_->last_step_log());
+    pool_->set_score_choice(earlier.pool_->score_choice());
   }
+  bool score_settled() const { return pool_->score_choice().settled(); }
 
   ~Replayer() {
     // Cells die before the pool they report to.
@@ -421,10 +427,21 @@ ReplayResult replay_after(const Program& previous, const Program& program,
   learn.heuristic = Heuristic::DtrNext;  // records the calls and uses
   learn.budget.reset();
   learn.compute_limit.reset();
-  Replayer first(previous, learn);
-  first.run();
+  auto earlier = std::make_unique<Replayer>(previous, learn);
+  ReplayResult result = earlier->run();
+  // A step that repeats: budgeted, a trial step for each score dtr-next chooses between
+  // (dtr/score_choice.h), as the first budgeted steps of a training run would be; then the
+  // measured step.
+  const bool repeats = &previous == &program;
+  for (int trials = 0; repeats && options.budget && trials < 2; ++trials) {
+    auto trial = std::make_unique<Replayer>(program, options);
+    trial->learn_from(*earlier, result);
+    if (trial->score_settled()) break;
+    result = trial->run();
+    earlier = std::move(trial);
+  }
   Replayer measured(program, options);
-  measured.learn_from(first);
+  measured.learn_from(*earlier, result);
   return measured.run();
 }
 

@@ -27,9 +27,9 @@ const std::vector<Program>& logs() {
   return programs;
 }
 
-#define SKIP_WITHOUT_LOGS()                                                                              \
-  if (logs().empty())                                                                                    \
-  GTEST_SKIP() << "no prototype logs at " << (shared_data() / "dtr-prototype-logs" / "logs.zip")         \
+#define SKIP_WITHOUT_LOGS()                                                                      \
+  if (logs().empty())                                                                            \
+  GTEST_SKIP() << "no prototype logs at " << (shared_data() / "dtr-prototype-logs" / "logs.zip") \
                << " (set REMAT_SHARED_DATA)"
 
 TEST(PrototypeLogs, EveryLogParsesAndReplays) {
@@ -75,6 +75,31 @@ TEST(PrototypeLogs, ReplaysAreDeterministic) {
       EXPECT_EQ(a.result.rematerializations, b.result.rematerializations) << heuristic_name(h);
       EXPECT_EQ(a.result.compute, b.result.compute) << heuristic_name(h);
     }
+  }
+}
+
+// dtr-next gives its own score and dtr-eq's a trial step each, then keeps the one that
+// recomputed less (dtr/score_choice.h): on a log that repeats, it never recomputes more than
+// dtr-eq, and recomputes less somewhere at each of these budgets.
+TEST(PrototypeLogs, DtrNextNeverRecomputesMoreThanDtrEq) {
+  SKIP_WITHOUT_LOGS();
+  for (const char* fraction : {"0.3", "0.5", "0.7"}) {
+    int less = 0;
+    for (const Program& p : logs()) {
+      SCOPED_TRACE(p.source + " at " + fraction);
+      RunOptions o;
+      o.cost = CostModel::Time;
+      const Baseline base = baseline(p, o);
+      o.heuristic = Heuristic::DtrEq;
+      const RunRow eq = run(p, base, o, parse_budget(fraction));
+      o.heuristic = Heuristic::DtrNext;
+      const RunRow next = run(p, base, o, parse_budget(fraction));
+      if (eq.result.status != ReplayStatus::Ok) continue;
+      ASSERT_EQ(next.result.status, ReplayStatus::Ok) << next.result.message;
+      EXPECT_LE(next.result.recompute, eq.result.recompute * (1 + 1e-12));
+      if (next.result.recompute < eq.result.recompute * 0.99) ++less;
+    }
+    EXPECT_GT(less, 0);
   }
 }
 
