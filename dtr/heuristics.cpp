@@ -100,11 +100,14 @@ double Heuristics::eq_cost(Pool& pool, Cell& cell, double c0) {
 
 // The ancestors of `r` made in this step that the last step no longer read at or after call
 // `at`: by then they are likely gone (released and freed), and rebuilding r's output would
-// rebuild them too.  Their cost, visiting at most `visits` records (past that, infinity: a
-// long chain of them, such as a whole forward pass behind the logits read after backward).  An
-// ancestor reached along two paths counts twice: an estimate, bounded by the visits.
+// rebuild them too.  Their cost, each counted once (`seen`), visiting at most `visits` records;
+// past that, the cost of those visited, a lower bound (a long chain of them, such as a whole
+// forward pass behind the logits read after backward).  Infinity there instead left the
+// Unrolled GAN log at 0.3 of its peak no victim but such cells (OutOfBudget), and counting an
+// ancestor once per path thrashed it.
 double Heuristics::gone_ancestors_cost(const Pool& pool, const Record& r, std::uint32_t at,
-                                       CostModel model, int& visits) {
+                                       CostModel model, int& visits,
+                                       std::vector<const Record*>& seen) {
   double cost = 0;
   for (const auto& in : r.inputs) {
     const Record* ir = in->record().get();
@@ -112,8 +115,11 @@ double Heuristics::gone_ancestors_cost(const Pool& pool, const Record& r, std::u
         ir->step_call >= pool.last_step_.calls())
       continue;  // a constant, or made in an earlier step: still there
     if (pool.last_step_.next_use(ir->step_call, in->output_index(), at)) continue;
-    if (--visits < 0) return std::numeric_limits<double>::infinity();
-    cost += ir->cost(model) + gone_ancestors_cost(pool, *ir, at, model, visits);
+    if (std::find(seen.begin(), seen.end(), ir) != seen.end()) continue;
+    if (visits <= 0) return cost;
+    --visits;
+    seen.push_back(ir);
+    cost += ir->cost(model) + gone_ancestors_cost(pool, *ir, at, model, visits, seen);
   }
   return cost;
 }
@@ -151,8 +157,10 @@ Heuristics::NextUse Heuristics::next_use(Pool& pool, const Cell& cell, double c0
   constexpr int kMaxVisits = 64;
   int visits = kMaxVisits;
   NextUse out{static_cast<double>(*next - pool.step_calls_ + 1)};
-  out.gone_cost = gone_ancestors_cost(pool, r, *next, pool.config_.cost, visits);
-  pool.total_.metadata_accesses += static_cast<std::uint64_t>(kMaxVisits - std::max(visits, 0));
+  pool.gone_scratch_.clear();
+  out.gone_cost =
+      gone_ancestors_cost(pool, r, *next, pool.config_.cost, visits, pool.gone_scratch_);
+  pool.total_.metadata_accesses += static_cast<std::uint64_t>(kMaxVisits - visits);
   // Gone ancestors that cost more than the cell itself: its rebuild at the next use would cost
   // more than twice what Belady's rule assumes, so the distance is no guide.
   if (out.gone_cost > c0) out.distance = calls_stale;

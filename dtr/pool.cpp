@@ -297,7 +297,9 @@ bool Pool::evict_batch(std::size_t bytes, std::size_t headroom, double below) {
       if (done) break;
       continue;
     }
-    if (s.score >= below) break;                                    // a swap scores lower
+    // A swap scores lower.  Without one (below is infinity) a victim scoring infinity is
+    // still taken when it is the best there is: a poor victim beats OutOfBudget.
+    if (s.score >= below && below < std::numeric_limits<double>::infinity()) break;
     if (!c.resident() || c.pins_ > 0 || !c.replayable()) continue;  // a duplicate draw
     freed += c.nbytes_;
     evict(c);

@@ -63,6 +63,26 @@ TEST_F(Eviction, StampInputsFirstStampsARebuiltChainAtItsStart) {
   }
 }
 
+// On the compute clock (the prototype's rule) a value stamped at this instant scores infinity.
+// When it is the only candidate it is still evicted: a poor victim beats OutOfBudget.
+TEST_F(Eviction, AVictimScoringInfinityIsStillTakenWhenItIsTheOnlyOne) {
+  DtrConfig cfg = saved_;
+  cfg.cost = CostModel::Unit;
+  cfg.compute_clock = true;
+  pool().configure(cfg);
+  Tensor x = randn({1024}, {.seed = 4});
+  Tensor expected = exp(x);
+  Tensor c = exp(x);                // stamped when its compute ends, the clock's now
+  pool().evict(cell_of(expected));  // out of the budget's way: only c is a candidate
+  pool().set_budget(pool().resident_bytes() + 1024);  // x and c, not a third 4 KiB tensor
+  pool().reset_stats();
+  Tensor d = tanh(x);  // needs c's room; c was stamped at this instant
+  EXPECT_FALSE(cell_of(c).resident());
+  EXPECT_EQ(pool().stats().evictions, 1u);
+  pool().set_budget(std::nullopt);
+  EXPECT_TRUE(bit_equal(c, expected));
+}
+
 TEST_F(Eviction, TenThousandDeepChainRematerializesIteratively) {
   Tensor x = randn({16}, {.seed = 2});
   Tensor t = x;

@@ -103,5 +103,27 @@ TEST(PrototypeLogs, DtrNextNeverRecomputesMoreThanDtrEq) {
   }
 }
 
+// The Unrolled GAN at 0.3 of its peak, where dtr-eq thrashes: the ancestors a rebuild would
+// redo are long chains there, and dtr-next must still find victims (it ran out of them,
+// OutOfBudget, when such chains scored infinity) and recompute less than the exact dtr.
+TEST(PrototypeLogs, DtrNextRunsTheUnrolledGanAtThreeTenths) {
+  SKIP_WITHOUT_LOGS();
+  for (const Program& p : logs()) {
+    if (p.source.find("unroll_gan") == std::string::npos) continue;
+    RunOptions o;
+    o.cost = CostModel::Time;
+    const Baseline base = baseline(p, o);
+    o.heuristic = Heuristic::Dtr;
+    const RunRow dtr = run(p, base, o, parse_budget("0.3"));
+    o.heuristic = Heuristic::DtrNext;
+    const RunRow next = run(p, base, o, parse_budget("0.3"));
+    ASSERT_EQ(dtr.result.status, ReplayStatus::Ok) << dtr.result.message;
+    ASSERT_EQ(next.result.status, ReplayStatus::Ok) << next.result.message;
+    EXPECT_LT(next.result.recompute, dtr.result.recompute);
+    return;
+  }
+  FAIL() << "no unroll_gan log among the eight";
+}
+
 }  // namespace
 }  // namespace remat::sim
