@@ -58,8 +58,7 @@ struct Heuristics {
   static double next_score(Pool& pool, Cell& cell, double c0, double staleness, double m,
                            double bound);
   static double gone_ancestors_cost(const Pool& pool, const Record& r, std::uint32_t at,
-                                    CostModel model, int& visits,
-                                    std::vector<const Record*>& seen);
+                                    CostModel model, int& visits, std::vector<const Record*>& seen);
 };
 
 }  // namespace remat
