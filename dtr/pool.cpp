@@ -252,12 +252,24 @@ bool Pool::evict_batch(std::size_t bytes, std::size_t headroom, double below) {
   };
   std::vector<Scored>& best = victim_scratch_;  // the max_victims best so far, a max-heap
   best.clear();
+  // The two best exact scores of cells larger than kTinyCell.  Only the first victim and the
+  // tiny cells ranked before the next larger cell are taken (below), so a larger cell's score
+  // matters only while it can be one of the two best larger ones: past the second, its walk
+  // may stop early too, and the victims stay the same (dtr_sim on the prototype's logs: 24% to
+  // 42% fewer metadata accesses under dtr-next, msps, e* and dtr).
+  constexpr double kNone = std::numeric_limits<double>::infinity();
+  double large_best = kNone, large_second = kNone;
   auto consider = [&](Cell* c) {
     if (c->pins_ > 0) return;
     // A walk that passes the worst kept score cannot enter the kept set: it may stop early.
-    const double bound =
-        best.size() < max_victims ? std::numeric_limits<double>::infinity() : best.front().score;
+    double bound = best.size() < max_victims ? kNone : best.front().score;
+    const bool large = c->nbytes_ > kTinyCell;
+    if (large) bound = std::min(bound, large_second);
     const Scored s{Heuristics::score(*this, *c, bound), c};
+    if (large && s.score <= bound) {  // exact: the walk was not stopped
+      large_second = std::max(large_best, std::min(large_second, s.score));
+      large_best = std::min(large_best, s.score);
+    }
     if (best.size() < max_victims) {
       best.push_back(s);
       std::push_heap(best.begin(), best.end(), before);
