@@ -213,6 +213,15 @@ double Heuristics::next_score(Pool& pool, Cell& cell, double c0, double stalenes
   return (c0 + w.cost + next.gone_cost) / (m * distance);
 }
 
+double Heuristics::score_floor(Pool& pool, Cell& cell) {
+  if (pool.config_.heuristic != Heuristic::DtrNext || !pool.predicts()) return 0;
+  const double s = static_cast<double>(std::max<std::uint64_t>(1, pool.now() - cell.last_access()));
+  const double m = static_cast<double>(std::max<std::size_t>(1, cell.nbytes()));
+  const double c0 = cell.record()->cost(pool.config_.cost);
+  const NextUse next = next_use(pool, cell, c0, s);
+  return (c0 + next.gone_cost) / (m * needed_by_evicted(pool, cell, next.distance));
+}
+
 double Heuristics::score(Pool& pool, Cell& cell, double bound) {
   const DtrConfig& cfg = pool.config_;
   const double s = static_cast<double>(std::max<std::uint64_t>(1, pool.now() - cell.last_access()));

@@ -28,6 +28,9 @@ struct Heuristics {
   // exact heuristics stop walking e* there, which leaves the victim chosen unchanged.
   static double score(Pool& pool, Cell& cell,
                       double bound = std::numeric_limits<double>::infinity());
+  // A value no greater than `score` (dtr-next predicting: its score without the walk of evicted
+  // ancestors), for scoring the likeliest victims first.
+  static double score_floor(Pool& pool, Cell& cell);
   // dtr-eq bookkeeping: an eviction merges the cell with its evicted neighbours' classes; a
   // rematerialization subtracts its cost from its class (the constant-time split of the paper).
   static void on_evicted(Pool& pool, Cell& cell);

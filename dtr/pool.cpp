@@ -279,17 +279,38 @@ bool Pool::evict_batch(std::size_t bytes, std::size_t headroom, double below) {
       std::push_heap(best.begin(), best.end(), before);
     }
   };
+  // dtr-next's walks of evicted ancestors are long (on InceptionV4's and DenseNet-121's logs
+  // most of its search): its candidates are scored in the order of a floor of their scores,
+  // the score without that walk, so the bounds tighten first and a candidate whose floor is
+  // past them is not walked at all.  Other heuristics score in the order drawn.
+  const bool by_floor = learns_steps() && predicts();
+  std::vector<Scored>& drawn = floor_scratch_;
+  drawn.clear();
+  auto draw = [&](Cell* c) {
+    if (!by_floor) return consider(c);
+    if (c->pins_ == 0) drawn.push_back({Heuristics::score_floor(*this, *c), c});
+  };
   if (k >= n) {
-    for (Cell* c : candidates_) consider(c);
+    for (Cell* c : candidates_) draw(c);
   } else {
     // Deterministic sampling (xorshift seeded by the configuration): no scan of every cell.
     // A cell drawn twice is scored twice; the duplicate is skipped below.
     for (std::size_t j = 0; j < k; ++j) {
       rng_state_ ^= rng_state_ << 13, rng_state_ ^= rng_state_ >> 7, rng_state_ ^= rng_state_ << 17;
-      consider(candidates_[rng_state_ % n]);
+      draw(candidates_[rng_state_ % n]);
     }
-    if (best.empty())  // every sample was pinned: fall back to a full pass
-      for (Cell* c : candidates_) consider(c);
+    if (best.empty() && drawn.empty())  // every sample was pinned: fall back to a full pass
+      for (Cell* c : candidates_) draw(c);
+  }
+  if (by_floor) {
+    std::stable_sort(drawn.begin(), drawn.end(), before);
+    auto past = [](double floor, double bound) { return floor > bound + 1e-9 * std::abs(bound); };
+    for (const Scored& d : drawn) {
+      const double kept = best.size() < max_victims ? kNone : best.front().score;
+      if (past(d.score, kept)) break;  // every later floor is at least this one
+      if (d.cell->nbytes_ > kTinyCell && past(d.score, std::min(kept, large_second))) continue;
+      consider(d.cell);
+    }
   }
   if (best.empty()) return false;
   std::sort_heap(best.begin(), best.end(), before);

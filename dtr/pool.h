@@ -221,6 +221,7 @@ class Pool {
   };
   std::vector<ScoredVictim> victim_scratch_;     // evict_batch's kept scores, reused
   std::vector<const Record*> gone_scratch_;      // gone_ancestors_cost's visited, reused
+  std::vector<ScoredVictim> floor_scratch_;      // evict_batch's drawn cells by score floor
   std::vector<std::shared_ptr<Cell>> retained_;  // DtrConfig::retain_released
   std::vector<Cell*> cells_;                     // every live cell, for reports
   std::uint64_t cell_ids_ = 0;
