@@ -221,7 +221,8 @@ MipSolution solve_with_cbc(const MipModel& model, double time_limit_seconds) {
   s.objective = w.objective;
   s.bound = w.bound;
   s.x.resize(w.count);
-  std::memcpy(s.x.data(), body, w.count * sizeof(double));
+  // No incumbent (a time limit reached first) sends no values: memcpy must not see a null.
+  if (w.count > 0) std::memcpy(s.x.data(), body, w.count * sizeof(double));
   return s;
 }
 
