@@ -136,6 +136,13 @@ class Cell final : public Storage, public std::enable_shared_from_this<Cell> {
   std::size_t swappable_index_ = std::numeric_limits<std::size_t>::max();
   std::shared_ptr<EvictedClass> evicted_class_;
   std::uint64_t mark_ = 0;  // visit stamp for neighbourhood walks
+  // Heuristics::evicted_ancestors_cost's last walk from this cell: the cost it summed, and
+  // whether it ran to the end (else the cost is a lower bound).  Valid while walk_epoch_ is the
+  // pool's; Pool::invalidate_walks clears it when the walk would change.
+  double walk_cost_ = 0;
+  std::uint64_t walk_epoch_ = 0;
+  std::uint64_t invalidate_mark_ = 0;  // Pool::invalidate_walks's visit stamp
+  bool walk_complete_ = false;
 };
 
 }  // namespace remat

@@ -76,6 +76,26 @@ void Heuristics::evicted_closure(Cell& start, CostModel model, bool ancestors, b
   }
 }
 
+double Heuristics::evicted_ancestors_cost(Pool& pool, Cell& cell, double max_cost) {
+  constexpr double kOver = std::numeric_limits<double>::infinity();
+  ++pool.total_.metadata_accesses;
+  if (cell.walk_epoch_ == pool.walk_epoch_) {
+    // The same sum, in the same order, that walking again would give; an unfinished walk's
+    // sum is a lower bound, enough to say the cell cannot beat this bound either.
+    if (cell.walk_cost_ > max_cost) return kOver;
+    if (cell.walk_complete_) return cell.walk_cost_;
+  }
+  NeighbourhoodWalk w{next_stamp()};
+  cell.mark_ = w.stamp;
+  w.max_cost = max_cost;
+  evicted_closure(cell, pool.config_.cost, true, false, w);
+  pool.total_.metadata_accesses += w.accesses;
+  cell.walk_cost_ = w.cost;
+  cell.walk_complete_ = !w.over();
+  cell.walk_epoch_ = pool.walk_epoch_;
+  return w.over() ? kOver : w.cost;
+}
+
 // dtr-eq's cost: the cell's own plus the costs of the distinct evicted classes around it.
 double Heuristics::eq_cost(Pool& pool, Cell& cell, double c0) {
   double cost = c0;
@@ -203,14 +223,12 @@ double Heuristics::next_score(Pool& pool, Cell& cell, double c0, double stalenes
                               double bound) {
   const NextUse next = next_use(pool, cell, c0, staleness);
   const double distance = needed_by_evicted(pool, cell, next.distance);
-  NeighbourhoodWalk w{next_stamp()};
-  cell.mark_ = w.stamp;
+  double max_cost = std::numeric_limits<double>::infinity();
   if (bound < std::numeric_limits<double>::infinity())
-    w.max_cost = (bound + 1e-9 * std::abs(bound)) * m * distance - c0 - next.gone_cost;
-  evicted_closure(cell, pool.config_.cost, true, false, w);
-  pool.total_.metadata_accesses += w.accesses;
-  if (w.over()) return std::numeric_limits<double>::infinity();  // cannot beat the best
-  return (c0 + w.cost + next.gone_cost) / (m * distance);
+    max_cost = (bound + 1e-9 * std::abs(bound)) * m * distance - c0 - next.gone_cost;
+  // Infinity past max_cost: the cell cannot beat the best.
+  const double ancestors = evicted_ancestors_cost(pool, cell, max_cost);
+  return (c0 + ancestors + next.gone_cost) / (m * distance);
 }
 
 double Heuristics::score_floor(Pool& pool, Cell& cell) {
@@ -242,25 +260,27 @@ double Heuristics::score(Pool& pool, Cell& cell, double bound) {
       return c0 / (m * s);
     case Heuristic::Random:
       return random_score(pool);
+    case Heuristic::Msps: {
+      double max_cost = std::numeric_limits<double>::infinity();
+      // With a relative margin, so rounding never stops a walk whose score would tie the bound
+      // (ties go to the lower cell id, and msps scores tie often).
+      if (bound < std::numeric_limits<double>::infinity())
+        max_cost = (bound + 1e-9 * std::abs(bound)) * m - c0;
+      return (c0 + evicted_ancestors_cost(pool, cell, max_cost)) / m;
+    }
     case Heuristic::Dtr:
-    case Heuristic::Msps:
     case Heuristic::EStar: {
       NeighbourhoodWalk w{next_stamp()};
       cell.mark_ = w.stamp;
       if (bound < std::numeric_limits<double>::infinity()) {
-        // With a relative margin, so rounding never stops a walk whose score would tie the
-        // bound (ties go to the lower cell id, and msps scores tie often).
-        const double slack = 1e-9 * std::abs(bound);
+        const double slack = 1e-9 * std::abs(bound);  // as msps's
         if (cfg.heuristic == Heuristic::Dtr) w.max_cost = (bound + slack) * m * s - c0;
-        if (cfg.heuristic == Heuristic::Msps) w.max_cost = (bound + slack) * m - c0;
         if (cfg.heuristic == Heuristic::EStar) w.max_count = bound + slack - 0.5 / s;
       }
-      const bool up_only = cfg.heuristic == Heuristic::Msps;
-      evicted_closure(cell, cfg.cost, true, !up_only, w);
+      evicted_closure(cell, cfg.cost, true, true, w);
       pool.total_.metadata_accesses += w.accesses;
       if (w.over()) return std::numeric_limits<double>::infinity();  // cannot beat the best
       if (cfg.heuristic == Heuristic::Dtr) return (c0 + w.cost) / (m * s);
-      if (cfg.heuristic == Heuristic::Msps) return (c0 + w.cost) / m;
       // |e*|, ties broken towards the stalest cell.
       return static_cast<double>(w.count) + 0.5 / s;
     }

@@ -45,6 +45,10 @@ struct Heuristics {
   // The evicted closure e* of a cell: up through evicted inputs, down through evicted dependents.
   static void evicted_closure(Cell& start, CostModel model, bool ancestors, bool descendants,
                               NeighbourhoodWalk& walk);
+  // The cost of the evicted ancestors of a resident cell (msps's and dtr-next's e*, up only), or
+  // infinity once it passes `max_cost`.  Kept per cell and walked again only once the walk
+  // changed (Pool::invalidate_walks): between two searches most of them have not.
+  static double evicted_ancestors_cost(Pool& pool, Cell& cell, double max_cost);
 
  private:
   static double random_score(Pool& pool);

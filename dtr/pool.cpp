@@ -76,6 +76,7 @@ void Pool::configure(const DtrConfig& config) {
   config_.budget = config_.budget;
   rng_state_ = config.seed * 0x9E3779B97F4A7C15ull + 0x2545F4914F6CDD1Dull;
   score_choice_ = {};  // a new run: dtr-next tries both scores again
+  invalidate_all_walks();
   step_recompute_cost_ = 0;
   rebuild_swappable();
   set_budget(budget);
@@ -127,6 +128,7 @@ void Pool::end_step_learning(bool failed) {
   ++step_;
   step_calls_ = 0;
   diverged_ = false;
+  invalidate_all_walks();  // caches_walks() may change
 }
 
 void Pool::fail_step() {
@@ -342,6 +344,28 @@ bool Pool::evict_batch(std::size_t bytes, std::size_t headroom, double below) {
   return any;
 }
 
+void Pool::invalidate_walks(Cell& cell) {
+  if (!caches_walks()) return;
+  cell.walk_epoch_ = 0;
+  const std::uint64_t stamp = ++invalidate_stamp_;
+  cell.invalidate_mark_ = stamp;
+  std::vector<Cell*>& stack = invalidate_scratch_;
+  stack.assign(1, &cell);
+  while (!stack.empty()) {
+    const Cell& c = *stack.back();
+    stack.pop_back();
+    for (const auto& w : c.dependents_) {
+      ++total_.metadata_accesses;
+      const auto d = w.lock();
+      if (!d || d->invalidate_mark_ == stamp) continue;
+      d->invalidate_mark_ = stamp;
+      d->walk_epoch_ = 0;
+      // A walk through an evicted reader goes on to its readers.
+      if (d->state_ == CellState::Evicted && d->record_) stack.push_back(d.get());
+    }
+  }
+}
+
 void Pool::build_evicted_classes() {
   if (config_.heuristic != Heuristic::DtrEq && config_.heuristic != Heuristic::DtrNext) return;
   for (Cell* c : cells_)
@@ -452,7 +476,9 @@ Block Pool::allocate_block(std::size_t bytes, std::string_view op) {
 void Pool::materialize(Cell& cell, std::string_view op) {
   make_room(cell.nbytes_, op);
   cell.block_ = allocate_block(cell.nbytes_, op);
+  const bool was_evicted = cell.state_ == CellState::Evicted;
   cell.state_ = CellState::Resident;
+  if (was_evicted && cell.record_) invalidate_walks(cell);
   cell.last_access_ = tick();
   ++resident_cells_;
   add_resident(cell.nbytes_);
@@ -548,7 +574,9 @@ void Pool::free_buffer(Cell& cell, CellState next) {
       if (cached > cap) allocator_.release_cached(cached - cap);
     }
   }
+  const bool was_evicted = cell.state_ == CellState::Evicted;
   cell.state_ = next;
+  if (was_evicted != (next == CellState::Evicted) && cell.record_) invalidate_walks(cell);
   update_swappable(cell);
 }
 
@@ -606,6 +634,7 @@ void Pool::record_call(const std::shared_ptr<Record>& record,
     out.record_ = record;
     out.output_index_ = static_cast<int>(i);
     out.unreplayable_ = false;
+    invalidate_walks(out);
     if (out.resident() && out.replayable()) add_candidate(out);
   }
   for (const auto& in : record->inputs) {
@@ -806,6 +835,7 @@ void Pool::banish(Cell& cell) {
 
 void Pool::make_constant(Cell& cell) {
   if (!cell.record_) return;
+  invalidate_walks(cell);
   remove_candidate(cell);
   auto& outs = cell.record_->outputs;
   if (static_cast<std::size_t>(cell.output_index_) < outs.size()) outs[cell.output_index_].reset();
@@ -900,6 +930,7 @@ void Pool::copy_on_write(Cell& cell) {
     throw;
   }
   --cell.pins_;
+  invalidate_all_walks();  // readers are rewired to `old` (resident, as `cell` was; rare)
   // Swap buffers so `old` keeps the old bytes in place; then copy them back into `cell`.
   std::swap(old->block_, cell.block_);
   std::memcpy(cell.block_.ptr, old->block_.ptr, cell.nbytes_);
@@ -931,6 +962,7 @@ void Pool::transfer_identity(Cell& from, Cell& to) {
               "transfer_identity: cells {} and {} do not match", from.id_, to.id_);
   // `to` takes the old bytes, the record that computes them, and the readers of the old value.
   const bool was_candidate = from.candidate_index_ != std::numeric_limits<std::size_t>::max();
+  invalidate_all_walks();  // readers are rewired to `to` (resident, as `from` was; rare)
   remove_candidate(from);
   to.block_ = from.block_;
   to.state_ = CellState::Resident;

@@ -53,21 +53,31 @@ class Pool {
   // dtr-next's prediction (dtr/step_log.h): the last step's calls and uses.  The offline
   // simulator seeds it from an earlier replay of the same program.
   const StepLog& last_step_log() const { return last_step_; }
-  void set_last_step_log(StepLog log) { last_step_ = std::move(log); }
+  void set_last_step_log(StepLog log) {
+    last_step_ = std::move(log);
+    invalidate_all_walks();  // caches_walks() may change
+  }
   // dtr-next's choice between its score and dtr-eq's (dtr/score_choice.h), which the simulator
   // carries from one replay to the next as it carries the step log.
   const ScoreChoice& score_choice() const { return score_choice_; }
-  void set_score_choice(const ScoreChoice& choice) { score_choice_ = choice; }
+  void set_score_choice(const ScoreChoice& choice) {
+    score_choice_ = choice;
+    invalidate_all_walks();
+  }
   // A step the simulator abandoned (its thrash limit): its score's trial failed.
   void fail_step();
   // The peak a fractional budget was resolved from, once it was.
   std::optional<std::size_t> measured_peak() const { return measured_peak_; }
   void set_heuristic(Heuristic h) {
     config_.heuristic = h;
+    invalidate_all_walks();
     if (config_.budget) build_evicted_classes();
   }
   void set_policy(DeallocPolicy p) { config_.policy = p; }
-  void set_cost_model(CostModel c) { config_.cost = c; }
+  void set_cost_model(CostModel c) {
+    config_.cost = c;
+    invalidate_all_walks();
+  }
   // DtrConfig::swap and swap_cost_per_byte.
   void set_swap(bool on, double cost_per_byte = 0);
 
@@ -199,6 +209,19 @@ class Pool {
   void add_candidate(Cell& cell);
   void remove_candidate(Cell& cell);
   void banish(Cell& cell);
+  // Heuristics::evicted_ancestors_cost keeps each cell's last walk up through evicted cells.  The
+  // walk from X ends at the first cells that are not evicted with a record, so it changes when a
+  // cell on it or at its ends enters or leaves that state or changes its record: each such change
+  // calls invalidate_walks, which clears the walks of the cell and of its readers, down through
+  // evicted readers.  Rewiring readers (in-place writes), another cost model or heuristic, or
+  // a step's end (dtr-next may start or stop predicting) clears every walk (walk_epoch_).
+  // dtr-next walks only while it predicts.
+  bool caches_walks() const {
+    return config_.heuristic == Heuristic::Msps ||
+           (config_.heuristic == Heuristic::DtrNext && predicts());
+  }
+  void invalidate_walks(Cell& cell);
+  void invalidate_all_walks() { ++walk_epoch_; }
   void add_resident(std::size_t bytes);
   void sub_resident(std::size_t bytes);
   void sample_timeline(const Producer* producer);
@@ -219,9 +242,12 @@ class Pool {
     double score;
     Cell* cell;
   };
-  std::vector<ScoredVictim> victim_scratch_;     // evict_batch's kept scores, reused
-  std::vector<const Record*> gone_scratch_;      // gone_ancestors_cost's visited, reused
-  std::vector<ScoredVictim> floor_scratch_;      // evict_batch's drawn cells by score floor
+  std::vector<ScoredVictim> victim_scratch_;  // evict_batch's kept scores, reused
+  std::vector<const Record*> gone_scratch_;   // gone_ancestors_cost's visited, reused
+  std::vector<ScoredVictim> floor_scratch_;   // evict_batch's drawn cells by score floor
+  std::vector<Cell*> invalidate_scratch_;     // invalidate_walks's stack, reused
+  std::uint64_t walk_epoch_ = 1;
+  std::uint64_t invalidate_stamp_ = 0;
   std::vector<std::shared_ptr<Cell>> retained_;  // DtrConfig::retain_released
   std::vector<Cell*> cells_;                     // every live cell, for reports
   std::uint64_t cell_ids_ = 0;

@@ -8,7 +8,8 @@ namespace remat {
 namespace {
 std::string quoted_list(std::span<const std::string> names) {
   std::string s = "[";
-  for (std::size_t i = 0; i < names.size(); ++i) s += fmt::format("{}\"{}\"", i ? "," : "", names[i]);
+  for (std::size_t i = 0; i < names.size(); ++i)
+    s += fmt::format("{}\"{}\"", i ? "," : "", names[i]);
   return s + "]";
 }
 std::string escape(std::string_view text) {
@@ -31,7 +32,9 @@ Trace::~Trace() {
   if (file_) std::fclose(file_);
 }
 
-std::string Trace::name(const Cell& cell) { return fmt::format("x{}", cell.id()); }
+std::string Trace::name(const Cell& cell) {
+  return fmt::format("x{}", cell.id());
+}
 
 void Trace::line(const std::string& s) {
   std::fputs(s.c_str(), file_);
@@ -46,7 +49,8 @@ std::string Trace::known(const Cell& cell) {
 void Trace::constant(const Cell& cell) {
   live_.insert(cell.id());
   line(fmt::format(R"({{"INSTRUCTION":"CONSTANT","NAME":"{}"}})", name(cell)));
-  line(fmt::format(R"({{"INSTRUCTION":"MEMORY","NAME":"{}","MEMORY":"{}"}})", name(cell), cell.nbytes()));
+  line(fmt::format(R"({{"INSTRUCTION":"MEMORY","NAME":"{}","MEMORY":"{}"}})", name(cell),
+                   cell.nbytes()));
 }
 
 void Trace::call(const Record& r, std::span<const std::shared_ptr<Cell>> outputs) {
@@ -60,11 +64,14 @@ void Trace::call(const Record& r, std::span<const std::shared_ptr<Cell>> outputs
   // shortest text that reads back to the same double), so a replay accounts the same compute.
   // TIME_COST is what the time cost model scores (Record::cost); FLOPS and BYTES feed the
   // other cost models.
-  line(fmt::format(R"({{"INSTRUCTION":"CALL","NAME":"{}","ARGS":{},"RESULT":{},"TIME":"{}","SECONDS":"{}","TIME_COST":"{}","FLOPS":"{}","BYTES":"{}"}})",
-                   escape(r.producer->name()), quoted_list(args), quoted_list(results),
-                   static_cast<long long>(r.seconds * 1e9), r.seconds, r.cost(CostModel::Time), r.flops, r.bytes));
+  line(fmt::format(
+      R"({{"INSTRUCTION":"CALL","NAME":"{}","ARGS":{},"RESULT":{},"TIME":"{}","SECONDS":"{}","TIME_COST":"{}","FLOPS":"{}","BYTES":"{}"}})",
+      escape(r.producer->name()), quoted_list(args), quoted_list(results),
+      static_cast<long long>(r.seconds * 1e9), r.seconds, r.cost(CostModel::Time), r.flops,
+      r.bytes));
   for (const auto& c : outputs) {
-    line(fmt::format(R"({{"INSTRUCTION":"MEMORY","NAME":"{}","MEMORY":"{}"}})", name(*c), c->nbytes()));
+    line(fmt::format(R"({{"INSTRUCTION":"MEMORY","NAME":"{}","MEMORY":"{}"}})", name(*c),
+                     c->nbytes()));
     line(fmt::format(R"({{"INSTRUCTION":"ALIAS","NAME":"{}","ALIAS":"-1"}})", name(*c)));
   }
 }
@@ -75,9 +82,10 @@ void Trace::mutate(const Record& r, const Cell& mutated) {
   // As in the prototype's logs: argument 0 is mutated.  The cell keeps its name and becomes a
   // constant; the old value, still read by earlier records, lives on under a new cell.
   // OVERWRITE is the path Pool::begin_write took, which a replay must take too.
-  line(fmt::format(R"({{"INSTRUCTION":"MUTATE","NAME":"{}","ARGS":{},"MUTATE":["0"],"TIME":"{}","SECONDS":"{}","OVERWRITE":"{}"}})",
-                   escape(r.producer->name()), quoted_list(args), static_cast<long long>(r.seconds * 1e9),
-                   r.seconds, overwrite_ ? 1 : 0));
+  line(fmt::format(
+      R"({{"INSTRUCTION":"MUTATE","NAME":"{}","ARGS":{},"MUTATE":["0"],"TIME":"{}","SECONDS":"{}","OVERWRITE":"{}"}})",
+      escape(r.producer->name()), quoted_list(args), static_cast<long long>(r.seconds * 1e9),
+      r.seconds, overwrite_ ? 1 : 0));
   (void)mutated;
 }
 
