@@ -141,6 +141,11 @@ class Cell final : public Storage, public std::enable_shared_from_this<Cell> {
   // pool's; Pool::invalidate_walks clears it when the walk would change.
   double walk_cost_ = 0;
   std::uint64_t walk_epoch_ = 0;
+  // Heuristics::gone_cost's last answer for a next use at call gone_at_; valid while
+  // gone_epoch_ is the pool's (evictions do not change it).
+  mutable double gone_cost_ = 0;
+  mutable std::uint64_t gone_epoch_ = 0;
+  mutable std::uint32_t gone_at_ = 0;
   std::uint64_t invalidate_mark_ = 0;  // Pool::invalidate_walks's visit stamp
   bool walk_complete_ = false;
 };

@@ -174,17 +174,28 @@ Heuristics::NextUse Heuristics::next_use(Pool& pool, const Cell& cell, double c0
   if (r.step != pool.step_ || r.step_call >= pool.last_step_.calls()) return {calls_stale};
   const auto next = pool.last_step_.next_use(r.step_call, cell.output_index(), pool.step_calls_);
   if (!next) return {calls_stale};
-  constexpr int kMaxVisits = 64;
-  int visits = kMaxVisits;
   NextUse out{static_cast<double>(*next - pool.step_calls_ + 1)};
-  pool.gone_scratch_.clear();
-  out.gone_cost =
-      gone_ancestors_cost(pool, r, *next, pool.config_.cost, visits, pool.gone_scratch_);
-  pool.total_.metadata_accesses += static_cast<std::uint64_t>(kMaxVisits - visits);
+  out.gone_cost = gone_cost(pool, cell, *next);
   // Gone ancestors that cost more than the cell itself: its rebuild at the next use would cost
   // more than twice what Belady's rule assumes, so the distance is no guide.
   if (out.gone_cost > c0) out.distance = calls_stale;
   return out;
+}
+
+// Evictions change nothing gone_ancestors_cost reads, so a cell asks again only once its next
+// use moved (or a step ended, or a record was dropped: Pool::gone_epoch_).
+double Heuristics::gone_cost(Pool& pool, const Cell& cell, std::uint32_t at) {
+  ++pool.total_.metadata_accesses;
+  if (cell.gone_epoch_ == pool.gone_epoch_ && cell.gone_at_ == at) return cell.gone_cost_;
+  constexpr int kMaxVisits = 64;
+  int visits = kMaxVisits;
+  pool.gone_scratch_.clear();
+  cell.gone_cost_ =
+      gone_ancestors_cost(pool, *cell.record(), at, pool.config_.cost, visits, pool.gone_scratch_);
+  pool.total_.metadata_accesses += static_cast<std::uint64_t>(kMaxVisits - visits);
+  cell.gone_epoch_ = pool.gone_epoch_;
+  cell.gone_at_ = at;
+  return cell.gone_cost_;
 }
 
 double Heuristics::needed_by_evicted(Pool& pool, Cell& cell, double distance) {
@@ -219,38 +230,51 @@ double Heuristics::needed_by_evicted(Pool& pool, Cell& cell, double distance) {
 // (next_use).  On the prototype's logs at 0.3 and 0.5 of the peak, where dtr-eq runs: 0.80x
 // dtr-eq's overhead (geometric mean), against 0.92x with dtr-eq's neighbourhood cost over the
 // cell's own next read (README, "dtr-next").
-double Heuristics::next_score(Pool& pool, Cell& cell, double c0, double staleness, double m,
-                              double bound) {
-  const NextUse next = next_use(pool, cell, c0, staleness);
+Heuristics::NextParts Heuristics::next_parts(Pool& pool, Cell& cell, const Basics& b) {
+  const NextUse next = next_use(pool, cell, b.c0, b.s);
   const double distance = needed_by_evicted(pool, cell, next.distance);
-  double max_cost = std::numeric_limits<double>::infinity();
-  if (bound < std::numeric_limits<double>::infinity())
-    max_cost = (bound + 1e-9 * std::abs(bound)) * m * distance - c0 - next.gone_cost;
-  // Infinity past max_cost: the cell cannot beat the best.
-  const double ancestors = evicted_ancestors_cost(pool, cell, max_cost);
-  return (c0 + ancestors + next.gone_cost) / (m * distance);
+  return {(b.c0 + next.gone_cost) / (b.m * distance), distance, next.gone_cost};
 }
 
-double Heuristics::score_floor(Pool& pool, Cell& cell) {
-  if (pool.config_.heuristic != Heuristic::DtrNext || !pool.predicts()) return 0;
-  const double s = static_cast<double>(std::max<std::uint64_t>(1, pool.now() - cell.last_access()));
-  const double m = static_cast<double>(std::max<std::size_t>(1, cell.nbytes()));
-  const double c0 = cell.record()->cost(pool.config_.cost);
-  const NextUse next = next_use(pool, cell, c0, s);
-  return (c0 + next.gone_cost) / (m * needed_by_evicted(pool, cell, next.distance));
+double Heuristics::next_score(Pool& pool, Cell& cell, const Basics& b, const NextParts& parts,
+                              double bound) {
+  double max_cost = std::numeric_limits<double>::infinity();
+  if (bound < std::numeric_limits<double>::infinity())
+    max_cost = (bound + 1e-9 * std::abs(bound)) * b.m * parts.distance - b.c0 - parts.gone_cost;
+  // Infinity past max_cost: the cell cannot beat the best.
+  const double ancestors = evicted_ancestors_cost(pool, cell, max_cost);
+  return (b.c0 + ancestors + parts.gone_cost) / (b.m * parts.distance);
+}
+
+Heuristics::NextParts Heuristics::next_parts(Pool& pool, Cell& cell) {
+  if (pool.config_.heuristic != Heuristic::DtrNext || !pool.predicts()) return {};
+  return next_parts(pool, cell, basics(pool, cell));
+}
+
+double Heuristics::score(Pool& pool, Cell& cell, const NextParts& parts, double bound) {
+  ++pool.total_.metadata_accesses;
+  if (stamped_now(pool, cell)) return std::numeric_limits<double>::infinity();
+  return next_score(pool, cell, basics(pool, cell), parts, bound);
+}
+
+Heuristics::Basics Heuristics::basics(const Pool& pool, const Cell& cell) {
+  return {static_cast<double>(std::max<std::uint64_t>(1, pool.now() - cell.last_access())),
+          static_cast<double>(std::max<std::size_t>(1, cell.nbytes())),
+          cell.record()->cost(pool.config_.cost)};
+}
+
+bool Heuristics::stamped_now(const Pool& pool, const Cell& cell) {
+  const Heuristic h = pool.config_.heuristic;
+  return pool.config_.compute_clock && pool.now() == cell.last_access() &&
+         h != Heuristic::Largest && h != Heuristic::Msps && h != Heuristic::Random;
 }
 
 double Heuristics::score(Pool& pool, Cell& cell, double bound) {
   const DtrConfig& cfg = pool.config_;
-  const double s = static_cast<double>(std::max<std::uint64_t>(1, pool.now() - cell.last_access()));
-  const double m = static_cast<double>(std::max<std::size_t>(1, cell.nbytes()));
-  const double c0 = cell.record()->cost(cfg.cost);
+  const Basics b = basics(pool, cell);
+  const double s = b.s, m = b.m, c0 = b.c0;
   ++pool.total_.metadata_accesses;
-  // The prototype divides by a staleness of 0: a value stamped at this instant scores infinity.
-  if (cfg.compute_clock && pool.now() == cell.last_access() &&
-      cfg.heuristic != Heuristic::Largest && cfg.heuristic != Heuristic::Msps &&
-      cfg.heuristic != Heuristic::Random)
-    return std::numeric_limits<double>::infinity();
+  if (stamped_now(pool, cell)) return std::numeric_limits<double>::infinity();
   switch (cfg.heuristic) {
     case Heuristic::Lru:
       return 1.0 / s;
@@ -290,7 +314,7 @@ double Heuristics::score(Pool& pool, Cell& cell, double bound) {
       // Nothing learned yet, this step left the last one's path, or dtr-eq's score did better
       // in the trial steps (dtr/score_choice.h): exactly dtr-eq.
       if (!pool.predicts()) return eq_cost(pool, cell, c0) / (m * s);
-      return next_score(pool, cell, c0, s, m, bound);
+      return next_score(pool, cell, b, next_parts(pool, cell, b), bound);
   }
   return 0;
 }

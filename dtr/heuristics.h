@@ -28,9 +28,18 @@ struct Heuristics {
   // exact heuristics stop walking e* there, which leaves the victim chosen unchanged.
   static double score(Pool& pool, Cell& cell,
                       double bound = std::numeric_limits<double>::infinity());
-  // A value no greater than `score` (dtr-next predicting: its score without the walk of evicted
-  // ancestors), for scoring the likeliest victims first.
-  static double score_floor(Pool& pool, Cell& cell);
+  // dtr-next predicting: the parts of its score known before the walk of evicted ancestors, and
+  // the score without that walk (`floor`, no greater than the score), for scoring the likeliest
+  // victims first.  Otherwise a floor of 0.
+  struct NextParts {
+    double floor = 0;
+    double distance = 1;
+    double gone_cost = 0;
+  };
+  static NextParts next_parts(Pool& pool, Cell& cell);
+  // score() from next_parts taken at this instant: the same value, without computing the parts
+  // again (dtr-next predicting).
+  static double score(Pool& pool, Cell& cell, const NextParts& parts, double bound);
   // dtr-eq bookkeeping: an eviction merges the cell with its evicted neighbours' classes; a
   // rematerialization subtracts its cost from its class (the constant-time split of the paper).
   static void on_evicted(Pool& pool, Cell& cell);
@@ -51,6 +60,14 @@ struct Heuristics {
   static double evicted_ancestors_cost(Pool& pool, Cell& cell, double max_cost);
 
  private:
+  // Every score's inputs: staleness, size and the cell's own cost.
+  struct Basics {
+    double s, m, c0;
+  };
+  static Basics basics(const Pool& pool, const Cell& cell);
+  // The prototype divides by a staleness of 0: a value stamped at this instant scores infinity.
+  static bool stamped_now(const Pool& pool, const Cell& cell);
+  static NextParts next_parts(Pool& pool, Cell& cell, const Basics& b);
   static double random_score(Pool& pool);
   static double eq_cost(Pool& pool, Cell& cell, double c0);
   // dtr-next's time term and the cost of the ancestors it would rebuild along (see the .cpp).
@@ -59,10 +76,12 @@ struct Heuristics {
     double gone_cost = 0;
   };
   static NextUse next_use(Pool& pool, const Cell& cell, double c0, double staleness);
+  // gone_ancestors_cost of the cell's record at call `at`, kept per cell.
+  static double gone_cost(Pool& pool, const Cell& cell, std::uint32_t at);
   // The nearest predicted use among the evicted cells that rebuilding needs `cell` for (its
   // evicted dependents, and theirs), or `distance` when it is nearer.
   static double needed_by_evicted(Pool& pool, Cell& cell, double distance);
-  static double next_score(Pool& pool, Cell& cell, double c0, double staleness, double m,
+  static double next_score(Pool& pool, Cell& cell, const Basics& b, const NextParts& parts,
                            double bound);
   static double gone_ancestors_cost(const Pool& pool, const Record& r, std::uint32_t at,
                                     CostModel model, int& visits, std::vector<const Record*>& seen);

@@ -261,13 +261,15 @@ bool Pool::evict_batch(std::size_t bytes, std::size_t headroom, double below) {
   // 42% fewer metadata accesses under dtr-next, msps, e* and dtr).
   constexpr double kNone = std::numeric_limits<double>::infinity();
   double large_best = kNone, large_second = kNone;
-  auto consider = [&](Cell* c) {
+  auto consider = [&](Cell* c, const Heuristics::NextParts* parts) {
     if (c->pins_ > 0) return;
     // A walk that passes the worst kept score cannot enter the kept set: it may stop early.
     double bound = best.size() < max_victims ? kNone : best.front().score;
     const bool large = c->nbytes_ > kTinyCell;
     if (large) bound = std::min(bound, large_second);
-    const Scored s{Heuristics::score(*this, *c, bound), c};
+    const Scored s{
+        parts ? Heuristics::score(*this, *c, *parts, bound) : Heuristics::score(*this, *c, bound),
+        c};
     if (large && s.score <= bound) {  // exact: the walk was not stopped
       large_second = std::max(large_best, std::min(large_second, s.score));
       large_best = std::min(large_best, s.score);
@@ -286,11 +288,11 @@ bool Pool::evict_batch(std::size_t bytes, std::size_t headroom, double below) {
   // the score without that walk, so the bounds tighten first and a candidate whose floor is
   // past them is not walked at all.  Other heuristics score in the order drawn.
   const bool by_floor = learns_steps() && predicts();
-  std::vector<Scored>& drawn = floor_scratch_;
+  std::vector<DrawnVictim>& drawn = floor_scratch_;
   drawn.clear();
   auto draw = [&](Cell* c) {
-    if (!by_floor) return consider(c);
-    if (c->pins_ == 0) drawn.push_back({Heuristics::score_floor(*this, *c), c});
+    if (!by_floor) return consider(c, nullptr);
+    if (c->pins_ == 0) drawn.push_back({Heuristics::next_parts(*this, *c), c});
   };
   if (k >= n) {
     for (Cell* c : candidates_) draw(c);
@@ -305,13 +307,18 @@ bool Pool::evict_batch(std::size_t bytes, std::size_t headroom, double below) {
       for (Cell* c : candidates_) draw(c);
   }
   if (by_floor) {
-    std::stable_sort(drawn.begin(), drawn.end(), before);
+    // Scored once: consider() takes the parts next_parts computed for the floor.
+    std::stable_sort(drawn.begin(), drawn.end(), [](const DrawnVictim& a, const DrawnVictim& b) {
+      return a.parts.floor < b.parts.floor ||
+             (a.parts.floor == b.parts.floor && a.cell->id_ < b.cell->id_);
+    });
     auto past = [](double floor, double bound) { return floor > bound + 1e-9 * std::abs(bound); };
-    for (const Scored& d : drawn) {
+    for (const DrawnVictim& d : drawn) {
       const double kept = best.size() < max_victims ? kNone : best.front().score;
-      if (past(d.score, kept)) break;  // every later floor is at least this one
-      if (d.cell->nbytes_ > kTinyCell && past(d.score, std::min(kept, large_second))) continue;
-      consider(d.cell);
+      if (past(d.parts.floor, kept)) break;  // every later floor is at least this one
+      if (d.cell->nbytes_ > kTinyCell && past(d.parts.floor, std::min(kept, large_second)))
+        continue;
+      consider(d.cell, &d.parts);
     }
   }
   if (best.empty()) return false;
@@ -823,6 +830,7 @@ void Pool::evict(Cell& cell) {
 
 void Pool::banish(Cell& cell) {
   free_buffer(cell, CellState::Banished);
+  forget_gone_costs();  // its record, and its readers' replays, are gone
   // Resident dependents can no longer be recomputed: they leave the candidates for good.
   for (const auto& w : cell.dependents_) {
     if (auto d = w.lock()) {
@@ -836,6 +844,7 @@ void Pool::banish(Cell& cell) {
 void Pool::make_constant(Cell& cell) {
   if (!cell.record_) return;
   invalidate_walks(cell);
+  forget_gone_costs();
   remove_candidate(cell);
   auto& outs = cell.record_->outputs;
   if (static_cast<std::size_t>(cell.output_index_) < outs.size()) outs[cell.output_index_].reset();

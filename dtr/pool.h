@@ -13,6 +13,7 @@
 #include "dtr/cell.h"
 #include "dtr/config.h"
 #include "dtr/errors.h"
+#include "dtr/heuristics.h"
 #include "dtr/kernel_times.h"
 #include "dtr/score_choice.h"
 #include "dtr/stats.h"
@@ -215,13 +216,19 @@ class Pool {
   // calls invalidate_walks, which clears the walks of the cell and of its readers, down through
   // evicted readers.  Rewiring readers (in-place writes), another cost model or heuristic, or
   // a step's end (dtr-next may start or stop predicting) clears every walk (walk_epoch_).
-  // dtr-next walks only while it predicts.
+  // dtr-next walks only while it predicts.  Heuristics::gone_cost's answers change only with
+  // the steps' logs and the records: all are cleared (gone_epoch_) at a step's end and where a
+  // record is dropped (an in-place write, a banished value).
   bool caches_walks() const {
     return config_.heuristic == Heuristic::Msps ||
            (config_.heuristic == Heuristic::DtrNext && predicts());
   }
   void invalidate_walks(Cell& cell);
-  void invalidate_all_walks() { ++walk_epoch_; }
+  void invalidate_all_walks() {
+    ++walk_epoch_;
+    forget_gone_costs();
+  }
+  void forget_gone_costs() { ++gone_epoch_; }
   void add_resident(std::size_t bytes);
   void sub_resident(std::size_t bytes);
   void sample_timeline(const Producer* producer);
@@ -244,9 +251,14 @@ class Pool {
   };
   std::vector<ScoredVictim> victim_scratch_;  // evict_batch's kept scores, reused
   std::vector<const Record*> gone_scratch_;   // gone_ancestors_cost's visited, reused
-  std::vector<ScoredVictim> floor_scratch_;   // evict_batch's drawn cells by score floor
-  std::vector<Cell*> invalidate_scratch_;     // invalidate_walks's stack, reused
+  struct DrawnVictim {
+    Heuristics::NextParts parts;
+    Cell* cell;
+  };
+  std::vector<DrawnVictim> floor_scratch_;  // evict_batch's drawn cells by score floor
+  std::vector<Cell*> invalidate_scratch_;   // invalidate_walks's stack, reused
   std::uint64_t walk_epoch_ = 1;
+  std::uint64_t gone_epoch_ = 1;
   std::uint64_t invalidate_stamp_ = 0;
   std::vector<std::shared_ptr<Cell>> retained_;  // DtrConfig::retain_released
   std::vector<Cell*> cells_;                     // every live cell, for reports
