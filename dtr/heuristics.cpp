@@ -50,7 +50,9 @@ std::uint64_t next_stamp() {
 // and down through evicted dependents (which need the cell to be recomputed).  Iterative.
 void Heuristics::evicted_closure(Cell& start, CostModel model, bool ancestors, bool descendants,
                                  NeighbourhoodWalk& w) {
-  std::vector<std::pair<Cell*, bool>> stack;  // (cell, walking up)
+  // (cell, walking up); reused: a search walks hundreds of candidates.
+  thread_local std::vector<std::pair<Cell*, bool>> stack;
+  stack.clear();
   auto visit = [&](Cell& c, bool up) {
     ++w.accesses;
     if (!evicted_with_record(c) || c.mark_ == w.stamp) return;
@@ -93,6 +95,7 @@ double Heuristics::evicted_ancestors_cost(Pool& pool, Cell& cell, double max_cos
   cell.walk_cost_ = w.cost;
   cell.walk_complete_ = !w.over();
   cell.walk_epoch_ = pool.walk_epoch_;
+  pool.walks_kept_ = true;
   return w.over() ? kOver : w.cost;
 }
 
@@ -202,7 +205,8 @@ double Heuristics::needed_by_evicted(Pool& pool, Cell& cell, double distance) {
   constexpr int kMaxVisits = 32;  // neighbours looked at (8 to 64 measured alike; all: worse)
   const std::uint64_t stamp = next_stamp();
   cell.mark_ = stamp;
-  std::vector<Cell*> stack;
+  std::vector<Cell*>& stack = pool.needed_scratch_;
+  stack.clear();
   auto push_dependents = [&](Cell& c) {
     for (const auto& w : c.dependents())
       if (auto d = w.lock()) stack.push_back(d.get());
@@ -230,20 +234,24 @@ double Heuristics::needed_by_evicted(Pool& pool, Cell& cell, double distance) {
 // (next_use).  On the prototype's logs at 0.3 and 0.5 of the peak, where dtr-eq runs: 0.80x
 // dtr-eq's overhead (geometric mean), against 0.92x with dtr-eq's neighbourhood cost over the
 // cell's own next read (README, "dtr-next").
+// The floor leaves out needed_by_evicted too (it can only shorten the distance): the drawn
+// cells that are never scored skip its walk of evicted dependents.
 Heuristics::NextParts Heuristics::next_parts(Pool& pool, Cell& cell, const Basics& b) {
   const NextUse next = next_use(pool, cell, b.c0, b.s);
-  const double distance = needed_by_evicted(pool, cell, next.distance);
-  return {(b.c0 + next.gone_cost) / (b.m * distance), distance, next.gone_cost};
+  return {(b.c0 + next.gone_cost) / (b.m * next.distance), next.distance, next.gone_cost};
 }
 
 double Heuristics::next_score(Pool& pool, Cell& cell, const Basics& b, const NextParts& parts,
                               double bound) {
+  const double distance = needed_by_evicted(pool, cell, parts.distance);
   double max_cost = std::numeric_limits<double>::infinity();
-  if (bound < std::numeric_limits<double>::infinity())
-    max_cost = (bound + 1e-9 * std::abs(bound)) * b.m * parts.distance - b.c0 - parts.gone_cost;
+  if (bound < std::numeric_limits<double>::infinity()) {
+    max_cost = (bound + 1e-9 * std::abs(bound)) * b.m * distance - b.c0 - parts.gone_cost;
+    if (max_cost < 0) return std::numeric_limits<double>::infinity();  // past it unwalked
+  }
   // Infinity past max_cost: the cell cannot beat the best.
   const double ancestors = evicted_ancestors_cost(pool, cell, max_cost);
-  return (b.c0 + ancestors + parts.gone_cost) / (b.m * parts.distance);
+  return (b.c0 + ancestors + parts.gone_cost) / (b.m * distance);
 }
 
 Heuristics::NextParts Heuristics::next_parts(Pool& pool, Cell& cell) {

@@ -28,9 +28,10 @@ struct Heuristics {
   // exact heuristics stop walking e* there, which leaves the victim chosen unchanged.
   static double score(Pool& pool, Cell& cell,
                       double bound = std::numeric_limits<double>::infinity());
-  // dtr-next predicting: the parts of its score known before the walk of evicted ancestors, and
-  // the score without that walk (`floor`, no greater than the score), for scoring the likeliest
-  // victims first.  Otherwise a floor of 0.
+  // dtr-next predicting: the parts of its score known before its walks of evicted cells (the
+  // cell's own predicted distance, the gone ancestors' cost), and the score without those walks
+  // (`floor`, no greater than the score), for scoring the likeliest victims first.  Otherwise
+  // a floor of 0.
   struct NextParts {
     double floor = 0;
     double distance = 1;

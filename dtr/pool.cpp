@@ -255,18 +255,18 @@ bool Pool::evict_batch(std::size_t bytes, std::size_t headroom, double below) {
   std::vector<Scored>& best = victim_scratch_;  // the max_victims best so far, a max-heap
   best.clear();
   // The two best exact scores of cells larger than kTinyCell.  Only the first victim and the
-  // tiny cells ranked before the next larger cell are taken (below), so a larger cell's score
-  // matters only while it can be one of the two best larger ones: past the second, its walk
-  // may stop early too, and the victims stay the same (dtr_sim on the prototype's logs: 24% to
-  // 42% fewer metadata accesses under dtr-next, msps, e* and dtr).
+  // tiny cells ranked before the next larger cell are taken (below), so no score past the
+  // second matters: a walk past it may stop early too, and the victims stay the same (dtr_sim
+  // on the prototype's logs, larger cells bounded so: 24% to 42% fewer metadata accesses under
+  // dtr-next, msps, e* and dtr; tiny cells too: dtr-next's 0.78x again).
   constexpr double kNone = std::numeric_limits<double>::infinity();
   double large_best = kNone, large_second = kNone;
   auto consider = [&](Cell* c, const Heuristics::NextParts* parts) {
     if (c->pins_ > 0) return;
     // A walk that passes the worst kept score cannot enter the kept set: it may stop early.
-    double bound = best.size() < max_victims ? kNone : best.front().score;
+    const double bound = std::min(best.size() < max_victims ? kNone : best.front().score,
+                                  large_second);
     const bool large = c->nbytes_ > kTinyCell;
-    if (large) bound = std::min(bound, large_second);
     const Scored s{
         parts ? Heuristics::score(*this, *c, *parts, bound) : Heuristics::score(*this, *c, bound),
         c};
@@ -316,8 +316,7 @@ bool Pool::evict_batch(std::size_t bytes, std::size_t headroom, double below) {
     for (const DrawnVictim& d : drawn) {
       const double kept = best.size() < max_victims ? kNone : best.front().score;
       if (past(d.parts.floor, kept)) break;  // every later floor is at least this one
-      if (d.cell->nbytes_ > kTinyCell && past(d.parts.floor, std::min(kept, large_second)))
-        continue;
+      if (past(d.parts.floor, large_second)) continue;
       consider(d.cell, &d.parts);
     }
   }
@@ -352,7 +351,10 @@ bool Pool::evict_batch(std::size_t bytes, std::size_t headroom, double below) {
 }
 
 void Pool::invalidate_walks(Cell& cell) {
-  if (!caches_walks()) return;
+  // Until a search keeps a walk (unbudgeted, or before memory first runs short in a step)
+  // there is nothing to clear: released values evicted by the eager-evict policy would
+  // otherwise pay for a walk down their evicted readers each.
+  if (!caches_walks() || !walks_kept_) return;
   cell.walk_epoch_ = 0;
   const std::uint64_t stamp = ++invalidate_stamp_;
   cell.invalidate_mark_ = stamp;

@@ -226,6 +226,7 @@ class Pool {
   void invalidate_walks(Cell& cell);
   void invalidate_all_walks() {
     ++walk_epoch_;
+    walks_kept_ = false;
     forget_gone_costs();
   }
   void forget_gone_costs() { ++gone_epoch_; }
@@ -257,7 +258,9 @@ class Pool {
   };
   std::vector<DrawnVictim> floor_scratch_;  // evict_batch's drawn cells by score floor
   std::vector<Cell*> invalidate_scratch_;   // invalidate_walks's stack, reused
+  std::vector<Cell*> needed_scratch_;       // Heuristics::needed_by_evicted's stack, reused
   std::uint64_t walk_epoch_ = 1;
+  bool walks_kept_ = false;  // some walk was kept in this epoch: invalidate_walks has work
   std::uint64_t gone_epoch_ = 1;
   std::uint64_t invalidate_stamp_ = 0;
   std::vector<std::shared_ptr<Cell>> retained_;  // DtrConfig::retain_released

@@ -150,6 +150,8 @@ class Replayer {
     result.evictions = s.evictions;
     result.rematerializations = s.rematerializations;
     result.metadata_accesses = s.metadata_accesses;
+    result.search_seconds = s.search_seconds;
+    result.bookkeeping_seconds = s.bookkeeping_seconds;
     result.fragmentation_evictions = s.fragmentation_evictions;
     result.swap_outs = s.swap_outs;
     result.swap_ins = s.swap_ins;

@@ -65,6 +65,9 @@ struct ReplayResult {
   std::uint64_t calls = 0, executions = 0, evictions = 0, rematerializations = 0,
                 metadata_accesses = 0;
   std::uint64_t fragmentation_evictions = 0;    // victims chosen to join free blocks
+  // The pool's own work in this replay, measured (wall clock, this CPU): choosing victims, and
+  // its bookkeeping.  The simulator's event loop and accounting are not in it.
+  double search_seconds = 0, bookkeeping_seconds = 0;
   std::uint64_t swap_outs = 0, swap_ins = 0;    // with ReplayOptions::swap
   std::size_t swap_bytes = 0;                   // copied, both ways
   double swap_cost = 0;                         // the part of compute they cost

@@ -123,6 +123,8 @@ class Reporter {
           {"evictions", x.evictions},
           {"rematerializations", x.rematerializations},
           {"metadata_accesses", x.metadata_accesses},
+          {"search_seconds", x.search_seconds},
+          {"bookkeeping_seconds", x.bookkeeping_seconds},
           {"cost", f_.cost},
           {"compute", x.compute}};
       if (f_.segments) {
@@ -178,6 +180,8 @@ class Reporter {
           {"evictions", nullptr},
           {"rematerializations", nullptr},
           {"metadata_accesses", nullptr},
+          {"search_seconds", nullptr},
+          {"bookkeeping_seconds", nullptr},
           {"cost", f_.cost},
           {"compute", r.result.compute},
           {"note", note}};
