@@ -264,8 +264,8 @@ bool Pool::evict_batch(std::size_t bytes, std::size_t headroom, double below) {
   auto consider = [&](Cell* c, const Heuristics::NextParts* parts) {
     if (c->pins_ > 0) return;
     // A walk that passes the worst kept score cannot enter the kept set: it may stop early.
-    const double bound = std::min(best.size() < max_victims ? kNone : best.front().score,
-                                  large_second);
+    const double bound =
+        std::min(best.size() < max_victims ? kNone : best.front().score, large_second);
     const bool large = c->nbytes_ > kTinyCell;
     const Scored s{
         parts ? Heuristics::score(*this, *c, *parts, bound) : Heuristics::score(*this, *c, bound),
