@@ -81,7 +81,8 @@ void Heuristics::evicted_closure(Cell& start, CostModel model, bool ancestors, b
 double Heuristics::evicted_ancestors_cost(Pool& pool, Cell& cell, double max_cost) {
   constexpr double kOver = std::numeric_limits<double>::infinity();
   ++pool.total_.metadata_accesses;
-  if (cell.walk_epoch_ == pool.walk_epoch_) {
+  const bool kept = pool.caches_walks();  // else nothing clears a kept walk: walk afresh
+  if (kept && cell.walk_epoch_ == pool.walk_epoch_) {
     // The same sum, in the same order, that walking again would give; an unfinished walk's
     // sum is a lower bound, enough to say the cell cannot beat this bound either.
     if (cell.walk_cost_ > max_cost) return kOver;
@@ -92,10 +93,12 @@ double Heuristics::evicted_ancestors_cost(Pool& pool, Cell& cell, double max_cos
   w.max_cost = max_cost;
   evicted_closure(cell, pool.config_.cost, true, false, w);
   pool.total_.metadata_accesses += w.accesses;
-  cell.walk_cost_ = w.cost;
-  cell.walk_complete_ = !w.over();
-  cell.walk_epoch_ = pool.walk_epoch_;
-  pool.walks_kept_ = true;
+  if (kept) {
+    cell.walk_cost_ = w.cost;
+    cell.walk_complete_ = !w.over();
+    cell.walk_epoch_ = pool.walk_epoch_;
+    pool.walks_kept_ = true;
+  }
   return w.over() ? kOver : w.cost;
 }
 
