@@ -643,7 +643,8 @@ void Pool::record_call(const std::shared_ptr<Record>& record,
     out.record_ = record;
     out.output_index_ = static_cast<int>(i);
     out.unreplayable_ = false;
-    invalidate_walks(out);
+    // Outputs are fresh cells (new_output): no kept walk or gone cost, no readers yet, so
+    // nothing to invalidate on this per-op path.
     if (out.resident() && out.replayable()) add_candidate(out);
   }
   for (const auto& in : record->inputs) {
