@@ -932,6 +932,8 @@ bool Pool::freeze_readers(Cell& cell, bool or_equal) {
 }
 
 void Pool::copy_on_write(Cell& cell) {
+  ensure_resident(cell,
+                  "copy_on_write");  // its bytes are copied (a replayed WRITE may find it evicted)
   auto old =
       std::allocate_shared<Cell>(RecyclingAllocator<Cell>(), *this, cell.nbytes_, ++cell_ids_);
   ++cell.pins_;  // keep the bytes while the new buffer is found
@@ -945,7 +947,8 @@ void Pool::copy_on_write(Cell& cell) {
   invalidate_all_walks();  // readers are rewired to `old` (resident, as `cell` was; rare)
   // Swap buffers so `old` keeps the old bytes in place; then copy them back into `cell`.
   std::swap(old->block_, cell.block_);
-  std::memcpy(cell.block_.ptr, old->block_.ptr, cell.nbytes_);
+  // The simulator's accounting allocator holds no bytes: its addresses are never dereferenced.
+  if (allocator_.backed()) std::memcpy(cell.block_.ptr, old->block_.ptr, cell.nbytes_);
   old->state_ = CellState::Resident;
   update_swappable(*old);
   old->record_ = std::move(cell.record_);
