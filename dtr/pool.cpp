@@ -932,8 +932,9 @@ bool Pool::freeze_readers(Cell& cell, bool or_equal) {
 }
 
 void Pool::copy_on_write(Cell& cell) {
-  ensure_resident(cell,
-                  "copy_on_write");  // its bytes are copied (a replayed WRITE may find it evicted)
+  // Its bytes are copied: a replayed WRITE may find it evicted.  (Only then: a resident cell's
+  // stamp stays as the write's pin left it.)
+  if (!cell.resident()) ensure_resident(cell, "copy_on_write");
   auto old =
       std::allocate_shared<Cell>(RecyclingAllocator<Cell>(), *this, cell.nbytes_, ++cell_ids_);
   ++cell.pins_;  // keep the bytes while the new buffer is found
