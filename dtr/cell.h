@@ -146,7 +146,7 @@ class Cell final : public Storage, public std::enable_shared_from_this<Cell> {
   mutable double gone_cost_ = 0;
   mutable std::uint64_t gone_epoch_ = 0;
   mutable std::uint32_t gone_at_ = 0;
-  std::uint64_t invalidate_mark_ = 0;  // Pool::invalidate_walks's visit stamp
+  std::uint64_t invalidate_mark_ = 0;  // Pool::invalidate_walks walked its readers at this stamp
   bool walk_complete_ = false;
 };
 

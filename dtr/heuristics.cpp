@@ -98,6 +98,7 @@ double Heuristics::evicted_ancestors_cost(Pool& pool, Cell& cell, double max_cos
     cell.walk_complete_ = !w.over();
     cell.walk_epoch_ = pool.walk_epoch_;
     pool.walks_kept_ = true;
+    pool.walk_kept_since_invalidate_ = true;
   }
   return w.over() ? kOver : w.cost;
 }

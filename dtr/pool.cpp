@@ -32,6 +32,26 @@ struct Timer {
   ~Timer() { sink += seconds_since(t0); }
 };
 
+// The pool's own work (search, bookkeeping), timed once: a scope inside another timed scope
+// (an eviction's invalidation inside a search) counts toward the outer one only.
+class OwnWorkTimer {
+ public:
+  OwnWorkTimer(double& sink, bool& timing) : sink_(sink), timing_(timing), outer_(!timing) {
+    if (outer_) timing_ = true, t0_ = Clock::now();
+  }
+  ~OwnWorkTimer() {
+    if (outer_) sink_ += seconds_since(t0_), timing_ = false;
+  }
+  OwnWorkTimer(const OwnWorkTimer&) = delete;
+  OwnWorkTimer& operator=(const OwnWorkTimer&) = delete;
+
+ private:
+  double& sink_;
+  bool& timing_;
+  const bool outer_;
+  Clock::time_point t0_{};
+};
+
 }  // namespace
 
 Pool& Pool::of(Device device) {
@@ -355,8 +375,17 @@ void Pool::invalidate_walks(Cell& cell) {
   // there is nothing to clear: released values evicted by the eager-evict policy would
   // otherwise pay for a walk down their evicted readers each.
   if (!caches_walks() || !walks_kept_) return;
+  OwnWorkTimer timer{total_.bookkeeping_seconds, timing_own_work_};
   cell.walk_epoch_ = 0;
-  const std::uint64_t stamp = ++invalidate_stamp_;
+  // Walks are kept only by searches, so between two searches the kept walks only go.  A cell
+  // whose readers this pass walked down since the last kept walk (invalidate_mark_) has none
+  // left below it: a walk from below through it would have been cleared then, and a path
+  // through a cell that was resident then was walked when that cell left the resident state.
+  // So a later pass stops there (TreeLSTM's log: released cells walked the same evicted
+  // subtrees again for every leaf, 27% of a dtr-next replay).
+  if (walk_kept_since_invalidate_) ++invalidate_stamp_, walk_kept_since_invalidate_ = false;
+  const std::uint64_t stamp = invalidate_stamp_;
+  if (cell.invalidate_mark_ == stamp) return;
   cell.invalidate_mark_ = stamp;
   std::vector<Cell*>& stack = invalidate_scratch_;
   stack.assign(1, &cell);
@@ -366,11 +395,13 @@ void Pool::invalidate_walks(Cell& cell) {
     for (const auto& w : c.dependents_) {
       ++total_.metadata_accesses;
       const auto d = w.lock();
-      if (!d || d->invalidate_mark_ == stamp) continue;
-      d->invalidate_mark_ = stamp;
+      if (!d) continue;
       d->walk_epoch_ = 0;
       // A walk through an evicted reader goes on to its readers.
-      if (d->state_ == CellState::Evicted && d->record_) stack.push_back(d.get());
+      if (d->state_ == CellState::Evicted && d->record_ && d->invalidate_mark_ != stamp) {
+        d->invalidate_mark_ = stamp;
+        stack.push_back(d.get());
+      }
     }
   }
 }
@@ -387,7 +418,7 @@ void Pool::build_evicted_classes() {
 void Pool::make_room(std::size_t bytes, std::string_view op) {
   if (!config_.budget) return;
   const std::size_t budget = *config_.budget;
-  Timer timer{total_.search_seconds};
+  OwnWorkTimer timer{total_.search_seconds, timing_own_work_};
   // Copies to host memory count as swap time, not search (destroyed before the timer).
   struct ExcludeSwaps {
     double& search;
@@ -632,7 +663,7 @@ void Pool::note_use(Cell& cell) {
 
 void Pool::record_call(const std::shared_ptr<Record>& record,
                        std::span<const std::shared_ptr<Cell>> outputs) {
-  Timer timer{total_.bookkeeping_seconds};
+  OwnWorkTimer timer{total_.bookkeeping_seconds, timing_own_work_};
   if (learns_steps()) note_call(*record, outputs);
   if (config_.compute_clock) {
     advance_compute_clock(*record);
@@ -791,6 +822,7 @@ void Pool::replay(Record& r, std::string_view op) {
           const std::uint64_t stamp = c->last_access_;
           materialize(*c, op);
           if (config_.keep_stamp_on_remat) c->last_access_ = stamp;
+          OwnWorkTimer timer{total_.bookkeeping_seconds, timing_own_work_};
           Heuristics::on_rematerialized(*this, *c);
         }
         ++c->pins_;
@@ -1047,7 +1079,10 @@ void Pool::on_last_handle(Cell& cell) {
       if (cell.resident() && recomputable) {
         free_buffer(cell, CellState::Evicted);
         // Unbudgeted, nothing reads e* yet: set_budget builds the classes when it is needed.
-        if (config_.budget) Heuristics::on_evicted(*this, cell);
+        if (config_.budget) {
+          OwnWorkTimer timer{total_.bookkeeping_seconds, timing_own_work_};
+          Heuristics::on_evicted(*this, cell);
+        }
       } else if (cell.has_value() &&
                  (!cell.has_live_dependents() || freeze_readers(cell, /*or_equal=*/true))) {
         // A constant nobody can read again, or one whose readers are resident and no larger:

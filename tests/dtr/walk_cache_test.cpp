@@ -58,7 +58,7 @@ TEST_F(WalkCache, CachedAncestorCostsMatchAFreshCountAfterEveryChange) {
     values.push_back(i % 3 == 0 ? tanh(a) : (i % 3 == 1 ? a + b : matmul(a, b)));
   }
   int checked = 0, nonzero = 0;
-  for (int action = 0; action < 400; ++action) {
+  for (int action = 0; action < 1200; ++action) {
     Tensor& t = values[1 + rng() % (values.size() - 1)];
     Cell& c = cell_of(t);
     const unsigned kind = rng() % 8;
@@ -69,6 +69,9 @@ TEST_F(WalkCache, CachedAncestorCostsMatchAFreshCountAfterEveryChange) {
     } else if (!c.resident()) {
       pool().ensure_resident(c);  // rematerializes it and the evicted ancestors it needs
     }
+    // Often several changes come between two searches (Pool::invalidate_walks then stops
+    // where an earlier pass since the last kept walk went down).
+    if (rng() % 3 != 0) continue;
     for (const Tensor& v : values) {
       Cell& r = cell_of(v);
       if (!r.resident() || !r.replayable()) continue;
