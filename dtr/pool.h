@@ -263,8 +263,8 @@ class Pool {
   bool walks_kept_ = false;  // some walk was kept in this epoch: invalidate_walks has work
   std::uint64_t gone_epoch_ = 1;
   std::uint64_t invalidate_stamp_ = 1;
-  bool walk_kept_since_invalidate_ = false;  // a new invalidate_stamp_ is due
-  bool timing_own_work_ = false;             // inside a timed search or bookkeeping scope
+  bool walk_kept_since_invalidate_ = false;      // a new invalidate_stamp_ is due
+  bool timing_own_work_ = false;                 // inside a timed search or bookkeeping scope
   std::vector<std::shared_ptr<Cell>> retained_;  // DtrConfig::retain_released
   std::vector<Cell*> cells_;                     // every live cell, for reports
   std::uint64_t cell_ids_ = 0;
