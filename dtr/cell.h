@@ -98,8 +98,21 @@ class Cell final : public Storage, public std::enable_shared_from_this<Cell> {
   long handle_count() const { return external_.use_count(); }
   // Bumped by every in-place change, so saved tensors can tell they went stale.
   std::uint64_t version() const override { return version_; }
+  // A cell whose record reads this one.  The raw pointer beside the weak one lets the
+  // eviction search look at a live reader without weak_ptr::lock's two atomic operations (on
+  // the LSTM log under dtr-next, most of a search's walks of evicted readers); the pool is
+  // used from one thread, so a reader seen unexpired stays alive while it is looked at.
+  struct Reader {
+    std::weak_ptr<Cell> ref;
+    Cell* cell;
+    Reader(const std::shared_ptr<Cell>& c) : ref(c), cell(c.get()) {}  // NOLINT: implicit
+    // The reader while it lives, else null: for reading only (lock() keeps it alive).
+    Cell* get() const { return ref.expired() ? nullptr : cell; }
+    std::shared_ptr<Cell> lock() const { return ref.lock(); }
+    bool expired() const { return ref.expired(); }
+  };
   // Cells whose records read this one (pruned of dead entries as it grows).
-  using Readers = SmallVector<std::weak_ptr<Cell>, 2>;
+  using Readers = SmallVector<Reader, 2>;
   const Readers& dependents() const { return dependents_; }
   bool has_live_dependents() const;
   std::uint64_t last_access() const { return last_access_; }

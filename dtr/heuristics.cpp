@@ -36,7 +36,7 @@ void for_each_neighbour(Cell& cell, F&& f) {
   if (const auto& r = cell.record())
     for (const auto& in : r->inputs) f(*in);
   for (const auto& w : cell.dependents())
-    if (auto d = w.lock()) f(*d);
+    if (Cell* d = w.get()) f(*d);
 }
 
 std::uint64_t next_stamp() {
@@ -65,7 +65,7 @@ void Heuristics::evicted_closure(Cell& start, CostModel model, bool ancestors, b
     for (const auto& in : start.record()->inputs) visit(*in, true);
   if (descendants)
     for (const auto& wd : start.dependents())
-      if (auto d = wd.lock()) visit(*d, false);
+      if (Cell* d = wd.get()) visit(*d, false);
   while (!stack.empty() && !w.over()) {
     auto [c, up] = stack.back();
     stack.pop_back();
@@ -73,7 +73,7 @@ void Heuristics::evicted_closure(Cell& start, CostModel model, bool ancestors, b
       for (const auto& in : c->record()->inputs) visit(*in, true);
     } else {
       for (const auto& wd : c->dependents())
-        if (auto d = wd.lock()) visit(*d, false);
+        if (Cell* d = wd.get()) visit(*d, false);
     }
   }
 }
@@ -213,7 +213,7 @@ double Heuristics::needed_by_evicted(Pool& pool, Cell& cell, double distance) {
   stack.clear();
   auto push_dependents = [&](Cell& c) {
     for (const auto& w : c.dependents())
-      if (auto d = w.lock()) stack.push_back(d.get());
+      if (Cell* d = w.get()) stack.push_back(d);
   };
   push_dependents(cell);
   for (int visits = 0; !stack.empty() && visits < kMaxVisits; ++visits) {

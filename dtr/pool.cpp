@@ -394,13 +394,13 @@ void Pool::invalidate_walks(Cell& cell) {
     stack.pop_back();
     for (const auto& w : c.dependents_) {
       ++total_.metadata_accesses;
-      const auto d = w.lock();
+      Cell* const d = w.get();
       if (!d) continue;
       d->walk_epoch_ = 0;
       // A walk through an evicted reader goes on to its readers.
       if (d->state_ == CellState::Evicted && d->record_ && d->invalidate_mark_ != stamp) {
         d->invalidate_mark_ = stamp;
-        stack.push_back(d.get());
+        stack.push_back(d);
       }
     }
   }
@@ -681,7 +681,7 @@ void Pool::record_call(const std::shared_ptr<Record>& record,
   for (const auto& in : record->inputs) {
     auto& deps = in->dependents_;
     if (deps.size() >= in->prune_at_) {
-      deps.erase_if([](const std::weak_ptr<Cell>& w) { return w.expired(); });
+      deps.erase_if([](const Cell::Reader& w) { return w.expired(); });
       in->prune_at_ = std::max<std::size_t>(8, deps.size() * 2);
     }
     for (const auto& out : outputs) deps.push_back(out);
