@@ -159,6 +159,13 @@ class Cell final : public Storage, public std::enable_shared_from_this<Cell> {
   mutable double gone_cost_ = 0;
   mutable std::uint64_t gone_epoch_ = 0;
   mutable std::uint32_t gone_at_ = 0;
+  // Heuristics::next_use's last lookup in the last step's log, asked at call next_from_: the
+  // next read next_at_ (kNoNextUse: none) stays the answer until the step passes it; valid
+  // while next_epoch_ is the pool's gone_epoch_ (same log, same record).
+  static constexpr std::uint32_t kNoNextUse = std::numeric_limits<std::uint32_t>::max();
+  mutable std::uint64_t next_epoch_ = 0;
+  mutable std::uint32_t next_from_ = 0;
+  mutable std::uint32_t next_at_ = kNoNextUse;
   std::uint64_t invalidate_mark_ = 0;  // Pool::invalidate_walks walked its readers at this stamp
   bool walk_complete_ = false;
 };

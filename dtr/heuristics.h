@@ -59,6 +59,13 @@ struct Heuristics {
   // infinity once it passes `max_cost`.  Kept per cell and walked again only once the walk
   // changed (Pool::invalidate_walks): between two searches most of them have not.
   static double evicted_ancestors_cost(Pool& pool, Cell& cell, double max_cost);
+  // dtr-next's time term, the distance in calls to the cell's predicted next read (kept per
+  // cell until passed), and the cost of the ancestors it would rebuild along (see the .cpp).
+  struct NextUse {
+    double distance;
+    double gone_cost = 0;
+  };
+  static NextUse next_use(Pool& pool, const Cell& cell, double c0, double staleness);
 
  private:
   // Every score's inputs: staleness, size and the cell's own cost.
@@ -71,12 +78,6 @@ struct Heuristics {
   static NextParts next_parts(Pool& pool, Cell& cell, const Basics& b);
   static double random_score(Pool& pool);
   static double eq_cost(Pool& pool, Cell& cell, double c0);
-  // dtr-next's time term and the cost of the ancestors it would rebuild along (see the .cpp).
-  struct NextUse {
-    double distance;
-    double gone_cost = 0;
-  };
-  static NextUse next_use(Pool& pool, const Cell& cell, double c0, double staleness);
   // gone_ancestors_cost of the cell's record at call `at`, kept per cell.
   static double gone_cost(Pool& pool, const Cell& cell, std::uint32_t at);
   // The nearest predicted use among the evicted cells that rebuilding needs `cell` for (its

@@ -328,7 +328,7 @@ bool Pool::evict_batch(std::size_t bytes, std::size_t headroom, double below) {
   }
   if (by_floor) {
     // Scored once: consider() takes the parts next_parts computed for the floor.
-    std::stable_sort(drawn.begin(), drawn.end(), [](const DrawnVictim& a, const DrawnVictim& b) {
+    std::sort(drawn.begin(), drawn.end(), [](const DrawnVictim& a, const DrawnVictim& b) {
       return a.parts.floor < b.parts.floor ||
              (a.parts.floor == b.parts.floor && a.cell->id_ < b.cell->id_);
     });

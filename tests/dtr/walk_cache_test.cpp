@@ -1,7 +1,8 @@
 // The per-cell cache of walks up through evicted ancestors (Heuristics::evicted_ancestors_cost,
 // msps and dtr-next): after any sequence of evictions, rematerializations and in-place writes,
 // every resident candidate's cached cost equals the cost of its evicted ancestors counted
-// afresh from the records.
+// afresh from the records.  And dtr-next's kept next reads (Heuristics::next_use) equal a
+// lookup in the last step's log at every call.
 #include <random>
 #include <set>
 
@@ -101,6 +102,47 @@ TEST_F(WalkCache, CachedAncestorCostsMatchAFreshCountAfterEveryChange) {
   }
   EXPECT_GT(checked, 1000);
   EXPECT_GT(nonzero, 100);  // the walks reached evicted ancestors often
+}
+
+TEST_F(WalkCache, KeptNextReadsMatchTheLogAtEveryCall) {
+  DtrConfig cfg = saved_;
+  cfg.heuristic = Heuristic::DtrNext;
+  cfg.cost = CostModel::Flops;
+  pool().configure(cfg);
+  constexpr double kNoGoneLimit = std::numeric_limits<double>::infinity();
+  const Tensor x = randn({8, 8}, {.seed = 1});
+  int predicted = 0, unpredicted = 0;
+  for (int step = 0; step < 2; ++step) {
+    pool().end_step();
+    std::mt19937 rng(11);  // the same program in both steps: the second is predicted
+    std::vector<Tensor> values{tanh(x)};
+    for (int i = 1; i < 60; ++i) {
+      const Tensor& a = values[rng() % values.size()];
+      const Tensor& b = values[rng() % values.size()];
+      values.push_back(i % 2 ? a + b : matmul(a, b));
+      if (step == 0) continue;
+      // The calls made so far in this step.
+      const std::uint32_t now = cell_of(values.back()).record()->step_call + 1;
+      for (const Tensor& v : values) {
+        const Cell& c = cell_of(v);
+        const auto read =
+            pool().last_step_log().next_use(c.record()->step_call, c.output_index(), now);
+        // Asked twice: the second answer is the kept one.
+        for (int ask = 0; ask < 2; ++ask) {
+          const double distance = Heuristics::next_use(pool(), c, kNoGoneLimit, 0).distance;
+          if (read) {
+            ASSERT_EQ(distance, static_cast<double>(*read - now + 1))
+                << "call " << now << ", cell " << c.id();
+          } else {
+            ASSERT_GE(distance, 2.0);  // staleness in calls, counted double
+          }
+        }
+        ++(read ? predicted : unpredicted);
+      }
+    }
+  }
+  EXPECT_GT(predicted, 300);
+  EXPECT_GT(unpredicted, 300);
 }
 
 }  // namespace
