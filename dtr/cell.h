@@ -166,6 +166,10 @@ class Cell final : public Storage, public std::enable_shared_from_this<Cell> {
   mutable std::uint64_t next_epoch_ = 0;
   mutable std::uint32_t next_from_ = 0;
   mutable std::uint32_t next_at_ = kNoNextUse;
+  // Its last read in the last step's log (kNoNextUse: none), for Heuristics::gone_ancestors_cost;
+  // valid while last_read_epoch_ is the pool's gone_epoch_.
+  mutable std::uint64_t last_read_epoch_ = 0;
+  mutable std::uint32_t last_read_ = kNoNextUse;
   std::uint64_t invalidate_mark_ = 0;  // Pool::invalidate_walks walked its readers at this stamp
   bool walk_complete_ = false;
 };

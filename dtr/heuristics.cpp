@@ -141,7 +141,14 @@ double Heuristics::gone_ancestors_cost(const Pool& pool, const Record& r, std::u
     if (!ir || !in->replayable() || ir->step != pool.step_ ||
         ir->step_call >= pool.last_step_.calls())
       continue;  // a constant, or made in an earlier step: still there
-    if (pool.last_step_.next_use(ir->step_call, in->output_index(), at)) continue;
+    // Read again at or after `at`: still there.  (The last read is kept per cell: a lookup in
+    // the log's read lists cost a cache miss or two per input.)
+    if (in->last_read_epoch_ != pool.gone_epoch_) {
+      in->last_read_ =
+          pool.last_step_.last_use(ir->step_call, in->output_index()).value_or(Cell::kNoNextUse);
+      in->last_read_epoch_ = pool.gone_epoch_;
+    }
+    if (in->last_read_ != Cell::kNoNextUse && in->last_read_ >= at) continue;
     if (std::find(seen.begin(), seen.end(), ir) != seen.end()) continue;
     if (visits <= 0) return cost;
     --visits;

@@ -35,13 +35,17 @@ class StepLog {
   // The first call at or after `from` that read output `output` of call `call`; none when the
   // output was not read again.
   std::optional<std::uint32_t> next_use(std::uint32_t call, int output, std::uint32_t from) const {
-    const std::size_t slot = first_slot_[call] + static_cast<std::uint32_t>(output);
-    if (slot >= slots_ || (call + 1 < first_slot_.size() && slot >= first_slot_[call + 1]))
-      return std::nullopt;  // the call had fewer outputs then
-    const auto& u = uses_[slot];
-    const auto it = std::lower_bound(u.begin(), u.end(), from);
-    if (it == u.end()) return std::nullopt;
+    const std::vector<std::uint32_t>* u = reads(call, output);
+    if (!u) return std::nullopt;
+    const auto it = std::lower_bound(u->begin(), u->end(), from);
+    if (it == u->end()) return std::nullopt;
     return *it;
+  }
+  // The last call that read output `output` of call `call`; none when nothing read it.
+  std::optional<std::uint32_t> last_use(std::uint32_t call, int output) const {
+    const std::vector<std::uint32_t>* u = reads(call, output);
+    if (!u || u->empty()) return std::nullopt;
+    return u->back();
   }
   void clear() {
     ops_.clear();
@@ -50,6 +54,12 @@ class StepLog {
   }
 
  private:
+  const std::vector<std::uint32_t>* reads(std::uint32_t call, int output) const {
+    const std::size_t slot = first_slot_[call] + static_cast<std::uint32_t>(output);
+    if (slot >= slots_ || (call + 1 < first_slot_.size() && slot >= first_slot_[call + 1]))
+      return nullptr;  // the call had fewer outputs then
+    return &uses_[slot];
+  }
   std::vector<std::uint64_t> ops_;
   std::vector<std::uint32_t> first_slot_;
   std::vector<std::vector<std::uint32_t>> uses_;  // the first slots_ are this step's

@@ -24,6 +24,10 @@ TEST(StepLog, NextUseAfterAPosition) {
   EXPECT_FALSE(log.next_use(1, 0, 0).has_value());  // never read
   EXPECT_EQ(log.next_use(1, 1, 2), 3u);
   EXPECT_FALSE(log.next_use(2, 1, 0).has_value());  // call 2 had one output
+  EXPECT_EQ(log.last_use(0, 0), 3u);
+  EXPECT_EQ(log.last_use(1, 1), 3u);
+  EXPECT_FALSE(log.last_use(1, 0).has_value());  // never read
+  EXPECT_FALSE(log.last_use(2, 1).has_value());  // call 2 had one output
 }
 
 TEST(StepLog, ClearKeepsNothingOfTheLastStep) {
