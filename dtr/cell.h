@@ -154,22 +154,18 @@ class Cell final : public Storage, public std::enable_shared_from_this<Cell> {
   // pool's; Pool::invalidate_walks clears it when the walk would change.
   double walk_cost_ = 0;
   std::uint64_t walk_epoch_ = 0;
-  // Heuristics::gone_cost's last answer for a next use at call gone_at_; valid while
-  // gone_epoch_ is the pool's (evictions do not change it).
-  mutable double gone_cost_ = 0;
-  mutable std::uint64_t gone_epoch_ = 0;
-  mutable std::uint32_t gone_at_ = 0;
-  // Heuristics::next_use's last lookup in the last step's log, asked at call next_from_: the
-  // next read next_at_ (kNoNextUse: none) stays the answer until the step passes it; valid
-  // while next_epoch_ is the pool's gone_epoch_ (same log, same record).
+  // Answers about the last step's log, each valid while its epoch is the pool's gone_epoch_
+  // (the same log and records; evictions do not change them):
+  // - Heuristics::gone_cost's, for a next use at call gone_at_ (gone_epoch_);
+  // - Heuristics::next_use's next read next_at_ (kNoNextUse: none), found from call next_from_
+  //   and the answer until the step passes it (next_epoch_);
+  // - the cell's last read, for Heuristics::gone_ancestors_cost (last_read_epoch_).
   static constexpr std::uint32_t kNoNextUse = std::numeric_limits<std::uint32_t>::max();
-  mutable std::uint64_t next_epoch_ = 0;
-  mutable std::uint32_t next_from_ = 0;
-  mutable std::uint32_t next_at_ = kNoNextUse;
-  // Its last read in the last step's log (kNoNextUse: none), for Heuristics::gone_ancestors_cost;
-  // valid while last_read_epoch_ is the pool's gone_epoch_.
-  mutable std::uint64_t last_read_epoch_ = 0;
-  mutable std::uint32_t last_read_ = kNoNextUse;
+  mutable double gone_cost_ = 0;
+  mutable std::uint64_t gone_epoch_ = 0, next_epoch_ = 0, last_read_epoch_ = 0;
+  // Side by side: no padding between the four.
+  mutable std::uint32_t gone_at_ = 0, next_from_ = 0, next_at_ = kNoNextUse,
+                        last_read_ = kNoNextUse;
   std::uint64_t invalidate_mark_ = 0;  // Pool::invalidate_walks walked its readers at this stamp
   bool walk_complete_ = false;
 };

@@ -216,9 +216,10 @@ class Pool {
   // calls invalidate_walks, which clears the walks of the cell and of its readers, down through
   // evicted readers.  Rewiring readers (in-place writes), another cost model or heuristic, or
   // a step's end (dtr-next may start or stop predicting) clears every walk (walk_epoch_).
-  // dtr-next walks only while it predicts.  Heuristics::gone_cost's answers change only with
-  // the steps' logs and the records: all are cleared (gone_epoch_) at a step's end and where a
-  // record is dropped (an in-place write, a banished value).
+  // dtr-next walks only while it predicts.  Its kept answers about the last step's log (gone
+  // costs, next and last reads) change only with the steps' logs and the records: all are
+  // cleared (gone_epoch_) at a step's end and where a record is dropped or moved (an in-place
+  // write, a banished value).
   bool caches_walks() const {
     return config_.heuristic == Heuristic::Msps ||
            (config_.heuristic == Heuristic::DtrNext && predicts());
