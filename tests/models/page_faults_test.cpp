@@ -1,12 +1,19 @@
 // A training step in steady state touches no fresh page: the pool's cache, glibc's settings
 // (core/allocator.cpp) and the kernels' scratch buffers keep every buffer of the previous step.
 // Counted with getrusage over steps of a small CNN and of a Transformer LM (whose GEMMs
-// allocate oneDNN packing buffers on every call), after warm-up steps.  The heap's small
-// objects (graph nodes, oneDNN's memory handles) settle over the first dozen steps: with one
-// thread the CNN's steps 5 to 12 fault in a page or two of the heap's top chunk (its size and
-// the tensors' blocks no longer change after step 2), hence 16 warm-up steps.
+// allocate oneDNN packing buffers on every call), after warm-up steps.  Freed memory given back to
+// the system after every step (malloc_trim, tried) faults 54 pages into every window of the
+// Transformer's steps and 12 to 22 into the CNN's.  The heap's small objects (graph nodes, oneDNN's
+// memory handles) settle over the first steps, and how many depends on the kernels oneDNN picks for
+// the CPU: with AVX2 the CNN's steps 5 to 12 fault in a page or two of the heap's top chunk; with
+// SSE4.1 (ONEDNN_MAX_CPU_ISA) its steps 19 to 23 fault in 34, 10 and 5 pages, and none after.  So
+// the test looks for the first quiet window of 6 steps within the first 76, and fails if there is
+// none.
 #include <gtest/gtest.h>
 #include <sys/resource.h>
+
+#include <string>
+#include <vector>
 
 #include "models/lm.h"
 #include "models/resnet.h"
@@ -22,13 +29,28 @@ long minor_faults() {
   return u.ru_minflt;
 }
 
-// Page faults over `steps` steps of `step` after `warmup` steps.
+constexpr int kWindow = 6;    // steps
+constexpr long kQuiet = 8;    // pages of the C library's own (stdio, the engine's small lists)
+constexpr int kWindows = 10;  // windows tried after the warm-up
+
+// Page faults of each window of kWindow steps after `warmup` steps, up to and including the
+// first window with at most kQuiet faults (or kWindows of them when none is quiet).
 template <class Step>
-long faults_in_steady_state(Step&& step, int warmup, int steps) {
+std::vector<long> faults_until_quiet(Step&& step, int warmup) {
   for (int i = 0; i < warmup; ++i) step();
-  const long before = minor_faults();
-  for (int i = 0; i < steps; ++i) step();
-  return minor_faults() - before;
+  std::vector<long> windows;
+  while (windows.size() < kWindows && (windows.empty() || windows.back() > kQuiet)) {
+    const long before = minor_faults();
+    for (int i = 0; i < kWindow; ++i) step();
+    windows.push_back(minor_faults() - before);
+  }
+  return windows;
+}
+
+std::string listed(const std::vector<long>& counts) {
+  std::string text;
+  for (const long c : counts) text += (text.empty() ? "" : ", ") + std::to_string(c);
+  return text;
 }
 
 #if defined(__SANITIZE_ADDRESS__)
@@ -50,15 +72,15 @@ TEST(PageFaults, NoneInSteadyStateOfACnnStep) {
   nn::SGD opt(net->parameters(), {.lr = 0.05, .momentum = 0.9});
   const Tensor x = randn({16, 3, 16, 16}, {.seed = 2});
   const Tensor y = randint(0, 10, {16}, {.seed = 3});
-  const long faults = faults_in_steady_state(
+  const std::vector<long> windows = faults_until_quiet(
       [&] {
         opt.zero_grad();
         backward(cross_entropy(net->forward(x), y));
         opt.step();
       },
-      16, 6);
-  // A page or two of the C library's own (stdio, the engine's small lists) at most.
-  EXPECT_LE(faults, 8) << "minor page faults over 6 steps of a small CNN";
+      16);
+  EXPECT_LE(windows.back(), kQuiet)
+      << "minor page faults in each window of 6 steps of a small CNN: " << listed(windows);
 }
 
 TEST(PageFaults, NoneInSteadyStateOfATransformerStep) {
@@ -74,14 +96,15 @@ TEST(PageFaults, NoneInSteadyStateOfATransformerStep) {
   const Tensor tokens = randint(0, 64, {8, 65}, {.seed = 4});
   const Tensor in = contiguous(slice(tokens, 1, 0, 64)),
                target = contiguous(slice(tokens, 1, 1, 65));
-  const long faults = faults_in_steady_state(
+  const std::vector<long> windows = faults_until_quiet(
       [&] {
         opt.zero_grad();
         backward(models::language_model_loss(lm.forward(in), target));
         opt.step();
       },
-      8, 6);
-  EXPECT_LE(faults, 8) << "minor page faults over 6 steps of a Transformer LM";
+      16);
+  EXPECT_LE(windows.back(), kQuiet)
+      << "minor page faults in each window of 6 steps of a Transformer LM: " << listed(windows);
 }
 
 }  // namespace
