@@ -138,8 +138,7 @@ double Heuristics::gone_ancestors_cost(const Pool& pool, const Record& r, std::u
   double cost = 0;
   for (const auto& in : r.inputs) {
     const Record* ir = in->record().get();
-    if (!ir || !in->replayable() || ir->step != pool.step_ ||
-        ir->step_call >= pool.last_step_.calls())
+    if (!ir || !in->replayable() || !pool.logged_last_step(*ir))
       continue;  // a constant, or made in an earlier step: still there
     // Read again at or after `at`: still there.  (The last read is kept per cell: a lookup in
     // the log's read lists cost a cache miss or two per input.)
@@ -189,7 +188,7 @@ Heuristics::NextUse Heuristics::next_use(Pool& pool, const Cell& cell, double c0
   if (cell.next_epoch_ != pool.gone_epoch_ || now < cell.next_from_ || now > cell.next_at_) {
     std::optional<std::uint32_t> next;
     if (const Record* r = cell.record().get())  // a constant is never predicted
-      if (r->step == pool.step_ && r->step_call < pool.last_step_.calls())
+      if (pool.logged_last_step(*r))
         next = pool.last_step_.next_use(r->step_call, cell.output_index(), now);
     cell.next_epoch_ = pool.gone_epoch_;
     cell.next_from_ = now;

@@ -296,6 +296,11 @@ class Pool {
   bool predicts() const {
     return !diverged_ && !last_step_.empty() && score_choice_.score() == ScoreChoice::Next;
   }
+  // Whether the last step's log has the call that made `record` (made in this step, at a call
+  // the last step also made).
+  bool logged_last_step(const Record& record) const {
+    return record.step == step_ && record.step_call < last_step_.calls();
+  }
   void end_step_learning(bool failed);
   std::optional<double> pending_fraction_;  // set_budget_fraction, until resolved
   int steps_until_measured_ = 0;
