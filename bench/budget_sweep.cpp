@@ -272,8 +272,8 @@ class Sweep {
       w_.step();
       // Under a new budget dtr-next gives each of its scores a trial step (dtr/score_choice.h);
       // the timed steps are the ones after.
-      for (int i = 0;
-           i < 2 && !pool.score_choice().settled() && pool.config().heuristic == Heuristic::DtrNext;
+      for (std::size_t i = 0; i < ScoreChoice::kScores && !pool.score_choice().settled() &&
+                              pool.config().heuristic == Heuristic::DtrNext;
            ++i)
         w_.step();
       DtrStats before = pool.stats();

@@ -254,9 +254,14 @@ double Heuristics::needed_by_evicted(Pool& pool, Cell& cell, double distance) {
 // cell's own next read (README, "dtr-next").
 // The floor leaves out needed_by_evicted too (it can only shorten the distance): the drawn
 // cells that are never scored skip its walk of evicted dependents.
+double Heuristics::time_term(const Pool& pool, double distance) {
+  return pool.damps() ? std::sqrt(distance) : distance;
+}
+
 Heuristics::NextParts Heuristics::next_parts(Pool& pool, Cell& cell, const Basics& b) {
   const NextUse next = next_use(pool, cell, b.c0, b.s);
-  return {(b.c0 + next.gone_cost) / (b.m * next.distance), next.distance, next.gone_cost};
+  return {(b.c0 + next.gone_cost) / (b.m * time_term(pool, next.distance)), next.distance,
+          next.gone_cost};
 }
 
 double Heuristics::next_score(Pool& pool, Cell& cell, const Basics& b, const NextParts& parts,
@@ -264,9 +269,9 @@ double Heuristics::next_score(Pool& pool, Cell& cell, const Basics& b, const Nex
   constexpr double kOver = std::numeric_limits<double>::infinity();
   // The most the evicted ancestors may cost for the cell to score within the bound.
   auto most = [&](double distance) {
-    return bound < kOver
-               ? (bound + 1e-9 * std::abs(bound)) * b.m * distance - b.c0 - parts.gone_cost
-               : kOver;
+    return bound < kOver ? (bound + 1e-9 * std::abs(bound)) * b.m * time_term(pool, distance) -
+                               b.c0 - parts.gone_cost
+                         : kOver;
   };
   // A kept walk's sum (a lower bound on the ancestors' cost) with the cell's own predicted
   // distance, which needed_by_evicted can only shorten: a cell past the bound with these is
@@ -281,7 +286,7 @@ double Heuristics::next_score(Pool& pool, Cell& cell, const Basics& b, const Nex
   if (max_cost < 0) return kOver;  // past it unwalked
   // Infinity past max_cost: the cell cannot beat the best.
   const double ancestors = evicted_ancestors_cost(pool, cell, max_cost);
-  return (b.c0 + ancestors + parts.gone_cost) / (b.m * distance);
+  return (b.c0 + ancestors + parts.gone_cost) / (b.m * time_term(pool, distance));
 }
 
 Heuristics::NextParts Heuristics::next_parts(Pool& pool, Cell& cell) {
@@ -379,7 +384,8 @@ double Heuristics::swap_score(Pool& pool, const Cell& cell, double copy_cost) {
       return 0.5 / s;  // |e*| = 0
     case Heuristic::DtrNext:
       // Never recomputed, so never predicted: the staleness next_use gives such a cell.
-      if (pool.predicts()) return copy_cost / (m * next_use(pool, cell, copy_cost, s).distance);
+      if (pool.predicts())
+        return copy_cost / (m * time_term(pool, next_use(pool, cell, copy_cost, s).distance));
       return copy_cost / (m * s);
     case Heuristic::Dtr:
     case Heuristic::DtrEq:

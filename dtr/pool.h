@@ -58,7 +58,7 @@ class Pool {
     last_step_ = std::move(log);
     invalidate_all_walks();  // caches_walks() may change
   }
-  // dtr-next's choice between its score and dtr-eq's (dtr/score_choice.h), which the simulator
+  // dtr-next's choice among its scores and dtr-eq's (dtr/score_choice.h), which the simulator
   // carries from one replay to the next as it carries the step log.
   const ScoreChoice& score_choice() const { return score_choice_; }
   void set_score_choice(const ScoreChoice& choice) {
@@ -291,11 +291,13 @@ class Pool {
   bool diverged_ = false;
   ScoreChoice score_choice_;
   double step_recompute_cost_ = 0;  // this step's rematerializations, in the cost model's units
-  // Whether dtr-next scores by the last step now: it has one, this step follows it, and its
-  // score is the one chosen.
+  // Whether dtr-next scores by the last step now: it has one, this step follows it, and one of
+  // its two scores that do is the one chosen.
   bool predicts() const {
-    return !diverged_ && !last_step_.empty() && score_choice_.score() == ScoreChoice::Next;
+    return !diverged_ && !last_step_.empty() && score_choice_.score() != ScoreChoice::Eq;
   }
+  // Whether the chosen one is the damped score, c / (m·√d).
+  bool damps() const { return score_choice_.score() == ScoreChoice::Damped; }
   // Whether the last step's log has the call that made `record` (made in this step, at a call
   // the last step also made).
   bool logged_last_step(const Record& record) const {

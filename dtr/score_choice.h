@@ -1,11 +1,12 @@
-// Internal: dtr-next's choice, step by step, between its own score (Belady's rule on the last
-// step's uses) and dtr-eq's.  Neither wins everywhere (on the prototype's logs dtr-next
-// recomputes 67% less than dtr-eq on the LSTM at 0.3 of the peak but 11% more on DenseNet-121
-// at 0.5), and a training step that repeats the last one tells which does better here: each
-// score gets one trial step under the budget, then the one that recomputed less keeps the
-// steps, and the other is tried again once kRetrySteps steps have passed since its last trial
-// (kernel times, and so the costs, drift).  Only a step that followed the last one's calls to its
-// end is compared.
+// Internal: dtr-next's choice, step by step, among three scores: Belady's rule on the last
+// step's uses (c / (m·d)), the same with the distance damped (c / (m·√d)), and dtr-eq's.  None
+// wins everywhere (on the prototype's logs the first recomputes 67% less than dtr-eq on the
+// LSTM at 0.3 of the peak but 11% more on DenseNet-121 at 0.5; the damped one recomputes 23%
+// less than the first on DenseNet-121 at 0.4 and 13% more at 0.3), and a training step that
+// repeats the last one tells which does better here: each score gets one trial step under the
+// budget, then the one that recomputed least keeps the steps, and each other one is tried again
+// once kRetrySteps steps have passed since its last trial (kernel times, and so the costs,
+// drift).  Only a step that followed the last one's calls to its end is compared.
 #pragma once
 #include <array>
 #include <cstdint>
@@ -16,7 +17,9 @@ namespace remat {
 
 class ScoreChoice {
  public:
-  enum Score : std::uint8_t { Next = 0, Eq = 1 };
+  // In trial order; a tie goes to the earlier one.
+  enum Score : std::uint8_t { Next = 0, Damped = 1, Eq = 2 };
+  static constexpr std::size_t kScores = 3;
   static constexpr std::uint64_t kRetrySteps = 32;
 
   Score score() const { return score_; }
@@ -34,25 +37,34 @@ class ScoreChoice {
       return;
     }
     trials_[score_] = Trial{cost, steps_};
-    for (Score s : {Next, Eq}) {
+    for (std::size_t s = 0; s < kScores; ++s) {
       if (!trials_[s].cost) {
-        score_ = s;
+        score_ = static_cast<Score>(s);
         return;
       }
     }
-    const Score best = *trials_[Eq].cost < *trials_[Next].cost ? Eq : Next;
-    const Score other = best == Next ? Eq : Next;
-    score_ = steps_ - trials_[other].step >= kRetrySteps ? other : best;
+    std::size_t best = 0;
+    for (std::size_t s = 1; s < kScores; ++s)
+      if (*trials_[s].cost < *trials_[best].cost) best = s;
+    // The other score tried longest ago, if its retry is due.
+    std::size_t stalest = best;
+    for (std::size_t s = 0; s < kScores; ++s)
+      if (s != best && (stalest == best || trials_[s].step < trials_[stalest].step)) stalest = s;
+    score_ = static_cast<Score>(steps_ - trials_[stalest].step >= kRetrySteps ? stalest : best);
   }
-  // Whether both scores have had a trial step under the current budget.
-  bool settled() const { return trials_[Next].cost && trials_[Eq].cost; }
+  // Whether every score has had a trial step under the current budget.
+  bool settled() const {
+    for (const Trial& t : trials_)
+      if (!t.cost) return false;
+    return true;
+  }
 
  private:
   struct Trial {
     std::optional<double> cost;
     std::uint64_t step = 0;
   };
-  std::array<Trial, 2> trials_{};
+  std::array<Trial, kScores> trials_{};
   std::optional<std::size_t> budget_;
   std::uint64_t steps_ = 0;
   Score score_ = Next;

@@ -435,7 +435,8 @@ ReplayResult replay_after(const Program& previous, const Program& program,
   // (dtr/score_choice.h), as the first budgeted steps of a training run would be; then the
   // measured step.
   const bool repeats = &previous == &program;
-  for (int trials = 0; repeats && options.budget && trials < 2; ++trials) {
+  for (std::size_t trials = 0; repeats && options.budget && trials < ScoreChoice::kScores;
+       ++trials) {
     auto trial = std::make_unique<Replayer>(program, options);
     trial->learn_from(*earlier, result);
     if (trial->score_settled()) break;

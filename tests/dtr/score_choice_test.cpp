@@ -1,5 +1,5 @@
-// dtr-next's choice between its own score and dtr-eq's (dtr/score_choice.h): one trial step
-// each under a budget, then the one that recomputed less, the other retried now and then; a
+// dtr-next's choice among its two scores and dtr-eq's (dtr/score_choice.h): one trial step
+// each under a budget, then the one that recomputed least, the others retried now and then; a
 // new budget starts over, and steps that cannot be compared choose nothing.
 #include "dtr/score_choice.h"
 
@@ -12,44 +12,67 @@ namespace {
 
 constexpr std::size_t kBudget = 1000;
 
-TEST(ScoreChoice, TriesBothScoresThenKeepsTheOneThatRecomputedLess) {
+TEST(ScoreChoice, TriesEachScoreThenKeepsTheOneThatRecomputedLeast) {
   ScoreChoice c;
   EXPECT_EQ(c.score(), ScoreChoice::Next);
   c.end_step(std::nullopt, true, 0);  // unbudgeted: nothing to compare
   EXPECT_EQ(c.score(), ScoreChoice::Next);
   EXPECT_FALSE(c.settled());
   c.end_step(kBudget, true, 5);  // dtr-next's trial
+  EXPECT_EQ(c.score(), ScoreChoice::Damped);
+  EXPECT_FALSE(c.settled());
+  c.end_step(kBudget, true, 4);  // the damped score's trial
   EXPECT_EQ(c.score(), ScoreChoice::Eq);
   EXPECT_FALSE(c.settled());
-  c.end_step(kBudget, true, 3);  // dtr-eq's trial, cheaper
+  c.end_step(kBudget, true, 3);  // dtr-eq's trial, cheapest
   EXPECT_TRUE(c.settled());
   EXPECT_EQ(c.score(), ScoreChoice::Eq);
   c.end_step(kBudget, true, 3);
   EXPECT_EQ(c.score(), ScoreChoice::Eq);
 }
 
-TEST(ScoreChoice, TiesGoToDtrNext) {
+TEST(ScoreChoice, TheDampedScoreKeepsTheStepsWhenItRecomputedLeast) {
   ScoreChoice c;
+  c.end_step(kBudget, true, 5);
+  c.end_step(kBudget, true, 2);
+  c.end_step(kBudget, true, 3);
+  EXPECT_EQ(c.score(), ScoreChoice::Damped);
+}
+
+TEST(ScoreChoice, TiesGoToTheEarlierScore) {
+  ScoreChoice c;
+  c.end_step(kBudget, true, 4);
   c.end_step(kBudget, true, 4);
   c.end_step(kBudget, true, 4);
   EXPECT_EQ(c.score(), ScoreChoice::Next);
+  ScoreChoice d;
+  d.end_step(kBudget, true, 5);
+  d.end_step(kBudget, true, 4);
+  d.end_step(kBudget, true, 4);
+  EXPECT_EQ(d.score(), ScoreChoice::Damped);
 }
 
-TEST(ScoreChoice, TheLoserIsRetriedAfterKRetrySteps) {
+TEST(ScoreChoice, TheLosersAreRetriedAfterKRetrySteps) {
   ScoreChoice c;
-  c.end_step(kBudget, true, 1);  // dtr-next, cheaper
+  c.end_step(kBudget, true, 1);  // dtr-next, cheapest
+  c.end_step(kBudget, true, 3);  // damped
   c.end_step(kBudget, true, 2);  // dtr-eq
-  std::vector<std::uint64_t> eq_steps;
+  auto cost = [](ScoreChoice::Score s) { return s == ScoreChoice::Next ? 1.0 : 2.0 + s; };
+  std::vector<std::uint64_t> tried[ScoreChoice::kScores];
   for (std::uint64_t i = 0; i < 4 * ScoreChoice::kRetrySteps; ++i) {
-    if (c.score() == ScoreChoice::Eq) eq_steps.push_back(i);
-    c.end_step(kBudget, true, c.score() == ScoreChoice::Next ? 1 : 2);
+    tried[c.score()].push_back(i);
+    c.end_step(kBudget, true, cost(c.score()));
   }
-  // A retry once kRetrySteps steps have passed since the loser's last trial.
-  ASSERT_GE(eq_steps.size(), 3u);
-  for (std::size_t k = 1; k < eq_steps.size(); ++k)
-    EXPECT_EQ(eq_steps[k] - eq_steps[k - 1], ScoreChoice::kRetrySteps + 1);
-  // The retry found dtr-eq cheaper now: it keeps the steps.
-  while (c.score() != ScoreChoice::Eq) c.end_step(kBudget, true, 1);
+  // Each loser is retried once kRetrySteps steps have passed since its last trial, one per
+  // step: the damped score first (its trial was the older), dtr-eq on the step after.
+  for (ScoreChoice::Score s : {ScoreChoice::Damped, ScoreChoice::Eq}) {
+    ASSERT_GE(tried[s].size(), 3u) << int(s);
+    for (std::size_t k = 1; k < tried[s].size(); ++k)
+      EXPECT_EQ(tried[s][k] - tried[s][k - 1], ScoreChoice::kRetrySteps + 1) << int(s);
+  }
+  EXPECT_EQ(tried[ScoreChoice::Eq][0], tried[ScoreChoice::Damped][0] + 1);
+  // A retry found dtr-eq cheapest now: it keeps the steps.
+  while (c.score() != ScoreChoice::Eq) c.end_step(kBudget, true, cost(c.score()));
   c.end_step(kBudget, true, 0.5);
   EXPECT_EQ(c.score(), ScoreChoice::Eq);
 }
@@ -57,11 +80,14 @@ TEST(ScoreChoice, TheLoserIsRetriedAfterKRetrySteps) {
 TEST(ScoreChoice, ANewBudgetStartsOver) {
   ScoreChoice c;
   c.end_step(kBudget, true, 5);
+  c.end_step(kBudget, true, 4);
   c.end_step(kBudget, true, 3);
   ASSERT_EQ(c.score(), ScoreChoice::Eq);
   c.end_step(2 * kBudget, true, 1);  // dtr-eq's step under the new budget: its trial there
   EXPECT_FALSE(c.settled());
   EXPECT_EQ(c.score(), ScoreChoice::Next);
+  c.end_step(2 * kBudget, true, 2);
+  EXPECT_EQ(c.score(), ScoreChoice::Damped);
   c.end_step(2 * kBudget, true, 2);
   EXPECT_TRUE(c.settled());
   EXPECT_EQ(c.score(), ScoreChoice::Eq);
@@ -79,7 +105,8 @@ TEST(ScoreChoice, AFailedTrialLoses) {
   ScoreChoice c;
   c.end_step(kBudget, true, std::numeric_limits<double>::infinity());  // dtr-next thrashed
   c.end_step(kBudget, true, 7);
-  EXPECT_EQ(c.score(), ScoreChoice::Eq);
+  c.end_step(kBudget, true, 8);
+  EXPECT_EQ(c.score(), ScoreChoice::Damped);
 }
 
 }  // namespace

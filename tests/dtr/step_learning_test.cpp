@@ -60,6 +60,9 @@ TEST_F(StepLearning, EachScoreGetsATrialStepUnderABudget) {
   EXPECT_EQ(pool.score_choice().score(), ScoreChoice::Next);
   step(x);
   pool.end_step();  // dtr-next's trial
+  EXPECT_EQ(pool.score_choice().score(), ScoreChoice::Damped);
+  step(x);
+  pool.end_step();  // the damped score's trial
   EXPECT_EQ(pool.score_choice().score(), ScoreChoice::Eq);
   step(x);
   pool.end_step();  // dtr-eq's trial

@@ -78,8 +78,8 @@ TEST(PrototypeLogs, ReplaysAreDeterministic) {
   }
 }
 
-// dtr-next gives its own score and dtr-eq's a trial step each, then keeps the one that
-// recomputed less (dtr/score_choice.h): on a log that repeats, it never recomputes more than
+// dtr-next gives its two scores and dtr-eq's a trial step each, then keeps the one that
+// recomputed least (dtr/score_choice.h): on a log that repeats, it never recomputes more than
 // dtr-eq, and recomputes less somewhere at each of these budgets.
 TEST(PrototypeLogs, DtrNextNeverRecomputesMoreThanDtrEq) {
   SKIP_WITHOUT_LOGS();
