@@ -249,7 +249,7 @@ class Sweep {
   static bool within(const Row& r) { return !r.budget || r.peak_all <= *r.budget; }
 
   // Sets the budget, runs `warmup` steps, resets the stats, runs one more step to settle (under
-  // dtr-next, until both its scores had a trial step) and times `steps` steps.  OutOfBudget:
+  // dtr-next, until each of its scores had a trial step) and times `steps` steps.  OutOfBudget:
   // infeasible.  The stats are reset once, not per step: reset_stats() also resets the peak, which
   // caps the allocator's cache when unbudgeted, so the step after a reset returns memory to the
   // kernel and page-faults it back.

@@ -76,8 +76,8 @@ struct Heuristics {
   // The prototype divides by a staleness of 0: a value stamped at this instant scores infinity.
   static bool stamped_now(const Pool& pool, const Cell& cell);
   static NextParts next_parts(Pool& pool, Cell& cell, const Basics& b);
-  // dtr-next's time term for a distance of `distance` calls: the distance, or its square root
-  // under the damped score (dtr/score_choice.h).
+  // dtr-next's time term for a distance of `distance` calls: the distance, or under the damped
+  // score (dtr/score_choice.h) the distance up to 64 calls and its square root past them.
   static double time_term(const Pool& pool, double distance);
   static double random_score(Pool& pool);
   static double eq_cost(Pool& pool, Cell& cell, double c0);

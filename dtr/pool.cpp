@@ -95,7 +95,7 @@ void Pool::configure(const DtrConfig& config) {
   config_ = config;
   config_.budget = config_.budget;
   rng_state_ = config.seed * 0x9E3779B97F4A7C15ull + 0x2545F4914F6CDD1Dull;
-  score_choice_ = {};  // a new run: dtr-next tries both scores again
+  score_choice_ = {};  // a new run: dtr-next tries each score again
   invalidate_all_walks();
   step_recompute_cost_ = 0;
   rebuild_swappable();

@@ -1,12 +1,13 @@
 // Internal: dtr-next's choice, step by step, among three scores: Belady's rule on the last
-// step's uses (c / (m·d)), the same with the distance damped (c / (m·√d)), and dtr-eq's.  None
-// wins everywhere (on the prototype's logs the first recomputes 67% less than dtr-eq on the
-// LSTM at 0.3 of the peak but 11% more on DenseNet-121 at 0.5; the damped one recomputes 23%
-// less than the first on DenseNet-121 at 0.4 and 13% more at 0.3), and a training step that
-// repeats the last one tells which does better here: each score gets one trial step under the
-// budget, then the one that recomputed least keeps the steps, and each other one is tried again
-// once kRetrySteps steps have passed since its last trial (kernel times, and so the costs,
-// drift).  Only a step that followed the last one's calls to its end is compared.
+// step's uses (c / (m·d)), the same with distances past 64 calls damped (c / (m·64·√(d/64)),
+// Heuristics::time_term), and dtr-eq's.  None wins everywhere (on the prototype's logs the
+// first recomputes 67% less than dtr-eq on the LSTM at 0.3 of the peak but 11% more on
+// DenseNet-121 at 0.5; the damped one recomputes 24% less than the first on DenseNet-121 at
+// 0.4 but 28% more at 0.3), and a training step that repeats the last one tells which does
+// better here: each score gets one trial step under the budget, then the one that recomputed
+// least keeps the steps, and each other one is tried again once kRetrySteps steps have passed
+// since its last trial (kernel times, and so the costs, drift).  Only a step that followed the
+// last one's calls to its end is compared.
 #pragma once
 #include <array>
 #include <cstdint>

@@ -57,7 +57,9 @@ TEST(ScoreChoice, TheLosersAreRetriedAfterKRetrySteps) {
   c.end_step(kBudget, true, 1);  // dtr-next, cheapest
   c.end_step(kBudget, true, 3);  // damped
   c.end_step(kBudget, true, 2);  // dtr-eq
-  auto cost = [](ScoreChoice::Score s) { return s == ScoreChoice::Next ? 1.0 : 2.0 + s; };
+  auto cost = [](ScoreChoice::Score s) {
+    return s == ScoreChoice::Next ? 1.0 : 2.0 + static_cast<double>(s);
+  };
   std::vector<std::uint64_t> tried[ScoreChoice::kScores];
   for (std::uint64_t i = 0; i < 4 * ScoreChoice::kRetrySteps; ++i) {
     tried[c.score()].push_back(i);
