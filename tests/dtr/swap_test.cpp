@@ -5,9 +5,7 @@
 #include <cstring>
 
 #include "dtr/pool.h"
-#include "models/resnet.h"
-#include "nn/nn.h"
-#include "ops/loss.h"
+#include "support/resnet20_run.h"
 #include "support/test_util.h"
 
 namespace remat {
@@ -132,59 +130,14 @@ TEST_F(Swap, PricedSwapsOnlyWhenCopiesCostLessThanRecomputing) {
   }
 }
 
-// SGD with momentum on a ResNet-20 (batch 64, 32x32 RGB, as in He et al.): parameters and
-// momentum after the run, and every step's loss, at a budget and without one.
-struct TrainingRun {
-  std::vector<float> values;
-  DtrStats stats;
-  std::size_t budget = 0;
-};
-
-TrainingRun train_resnet20(std::optional<double> fraction, bool swap, int steps) {
-  Pool& pool = Pool::of(Device::cpu());
-  DtrConfig cfg;
-  cfg.cost = CostModel::Flops;  // deterministic eviction choices
-  cfg.swap = swap;
-  pool.configure(cfg);
-  manual_seed(3);
-  auto net = models::resnet("resnet20", {.in_channels = 3, .num_classes = 10});
-  nn::SGD opt(net->parameters(), {.lr = 0.05, .momentum = 0.9});
-  TrainingRun run;
-  if (fraction) pool.set_budget_fraction(*fraction);
-  pool.reset_stats();
-  for (int s = 0; s < steps; ++s) {
-    Tensor x = randn({64, 3, 32, 32}, {.seed = 100 + static_cast<std::uint64_t>(s)});
-    Tensor y = randint(0, 10, {64}, {.seed = 200 + static_cast<std::uint64_t>(s)});
-    {
-      Tensor loss = cross_entropy(net->forward(x), y);
-      backward(loss);
-      run.values.push_back(loss.item<float>());
-    }
-    opt.step();
-    opt.zero_grad();
-    if (pool.end_step()) pool.reset_stats();  // count the budgeted steps only
-  }
-  run.stats = pool.stats();
-  run.budget = pool.budget().value_or(0);
-  pool.set_budget(std::nullopt);
-  for (const auto& p : net->parameters()) {
-    const auto v = p.to_vector<float>();
-    run.values.insert(run.values.end(), v.begin(), v.end());
-  }
-  for (const auto& [name, b] : net->named_buffers()) {
-    const auto v = b.to_vector<float>();
-    run.values.insert(run.values.end(), v.begin(), v.end());
-  }
-  return run;
-}
-
 TEST_F(Swap, ResNet20TrainsBitIdenticallyAtFifteenHundredthsOfItsPeak) {
   constexpr int kSteps = 4;  // two measured unbudgeted, two under the budget
   constexpr double kFraction = 0.15;
-  const TrainingRun reference = train_resnet20(std::nullopt, false, kSteps);
+  const Resnet20Run reference = train_resnet20({.steps = kSteps});
   // Without swapping no schedule fits 0.15 (README: 0.153 for any schedule and any kernels).
-  EXPECT_THROW(train_resnet20(kFraction, false, kSteps), OutOfBudget);
-  const TrainingRun swapped = train_resnet20(kFraction, true, kSteps);
+  EXPECT_THROW(train_resnet20({.fraction = kFraction, .steps = kSteps}), OutOfBudget);
+  const Resnet20Run swapped =
+      train_resnet20({.fraction = kFraction, .swap = true, .steps = kSteps});
   ASSERT_EQ(reference.values.size(), swapped.values.size());
   for (std::size_t i = 0; i < reference.values.size(); ++i)
     ASSERT_EQ(std::memcmp(&reference.values[i], &swapped.values[i], sizeof(float)), 0)

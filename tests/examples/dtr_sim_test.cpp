@@ -1,10 +1,12 @@
 // dtr_sim run as a user runs it: --lower-bound adds a "bound" row at or below the optimum (exact
-// on dtr_chain's program) and every heuristic, and names the stage when no schedule fits.
+// on dtr_chain's program) and every heuristic, and names the stage when no schedule fits; a
+// trace of train_resnet's steps replays under dtr-next through all its trial steps.
 #include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "nn/mnist.h"
 #include "support/test_util.h"
 
 namespace remat {
@@ -52,6 +54,31 @@ TEST(DtrSimLowerBound, NamesTheStageNoScheduleFits) {
             std::string::npos)
       << rows["bound"].dump();
   EXPECT_EQ(rows["dtr-eq"].at("status"), "infeasible");
+}
+
+// dtr-next replays each of its three scores' trial steps (dtr/score_choice.h) where dtr-eq fits.
+// Damped from the first call, its damped score ran out of budget on this trace at both
+// fractions (flops cost: the same schedule on any machine): it evicted values needed within a
+// few calls, and their rebuilds pinned most of the budget.
+TEST(DtrSimDtrNext, ResNet20TraceFitsThroughEveryTrialStep) {
+  const std::string train = std::string(REMAT_EXAMPLES_DIR) + "/train_resnet";
+  if (!std::filesystem::exists(kSim) || !std::filesystem::exists(train))
+    GTEST_SKIP() << "dtr_sim or train_resnet is not built";
+  if (!std::filesystem::exists(nn::kFashionMnistDir))
+    GTEST_SKIP() << "Fashion-MNIST is not installed (apt-get install dataset-fashion-mnist)";
+  const std::string trace = testing::unique_temp_path("resnet20_steps", ".jsonl");
+  // Five steps: the first is learned from, then one trial step per score, then the chosen one.
+  const testing::CommandResult made = testing::run_command(
+      train + " --steps 5 --train-limit 320 --budget none --trace " + trace + " 2>&1");
+  ASSERT_EQ(made.status, 0) << made.output;
+  for (const char* fraction : {"0.25", "0.3"}) {
+    SCOPED_TRACE(fraction);
+    auto rows = rows_of(std::string("--cost flops --heuristic dtr-eq,dtr-next --budget ") +
+                        fraction + " " + trace);
+    ASSERT_EQ(rows["dtr-eq"].at("status"), "ok") << rows["dtr-eq"].dump();
+    EXPECT_EQ(rows["dtr-next"].at("status"), "ok") << rows["dtr-next"].dump();
+  }
+  std::filesystem::remove(trace);
 }
 
 }  // namespace

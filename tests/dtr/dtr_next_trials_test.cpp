@@ -1,0 +1,37 @@
+// dtr-next's three trial steps in the runtime (dtr/score_choice.h): ResNet-20 trains through
+// its own score's, the damped score's and dtr-eq's trials at 0.3 of its peak with the same
+// bytes as without a budget.
+#include <cstring>
+
+#include "dtr/pool.h"
+#include "support/resnet20_run.h"
+#include "support/test_util.h"
+
+namespace remat {
+namespace {
+
+class DtrNextTrials : public ::testing::Test {
+ protected:
+  void SetUp() override { saved_ = Pool::of(Device::cpu()).config(); }
+  void TearDown() override { Pool::of(Device::cpu()).configure(saved_); }
+  DtrConfig saved_;
+};
+
+TEST_F(DtrNextTrials, ResNet20TrainsBitIdenticallyThroughEveryTrialAtThreeTenthsOfItsPeak) {
+  // Two steps measure the peak; then one trial step for each of the three scores.
+  constexpr int kSteps = 5;
+  const Resnet20Run reference = train_resnet20({.steps = kSteps});
+  const Resnet20Run budgeted =
+      train_resnet20({.fraction = 0.3, .heuristic = Heuristic::DtrNext, .steps = kSteps});
+  EXPECT_TRUE(budgeted.trials_settled);
+  ASSERT_EQ(reference.values.size(), budgeted.values.size());
+  for (std::size_t i = 0; i < reference.values.size(); ++i)
+    ASSERT_EQ(std::memcmp(&reference.values[i], &budgeted.values[i], sizeof(float)), 0)
+        << "value " << i;
+  EXPECT_GT(budgeted.budget, 0u);
+  EXPECT_LE(budgeted.stats.peak_resident_bytes, budgeted.budget);
+  EXPECT_GT(budgeted.stats.rematerializations, 0u);
+}
+
+}  // namespace
+}  // namespace remat
