@@ -256,11 +256,12 @@ double Heuristics::needed_by_evicted(Pool& pool, Cell& cell, double distance) {
 // cells that are never scored skip its walk of evicted dependents.
 // The damped score counts distances past kFull calls by their square root: among values needed
 // late, cost matters more than exactly how late.  Nearer ones count in full, as in Belady's
-// rule: damped from the first call (c / (m·√d)), its trial ran out of budget on a trace of
-// ResNet-20's steps at 0.25 and 0.3 of the peak (flops cost), where values needed within a few
-// calls were evicted and their rebuilds pinned two thirds of the budget; and as a third trial
-// score on the prototype's logs at 0.2 to 0.7 (geometric mean overhead, 39 cells) kFull = 16
-// gave 0.1158, 32 0.1143, 64 0.1140, 128 0.1176 (with √ from the first call: 0.1148).
+// rule.  Damped from the first call (c / (m·√d)), its trial evicted values needed within a few
+// calls on a trace of ResNet-20's steps at 0.25 and 0.3 of the peak (flops cost), and their
+// rebuilds pinned two thirds of the budget: OutOfBudget until rebuilds could let go of the pins
+// below them (Pool::ensure_resident), and with that still 1.0276 against 1.0265 at 0.3.  As a
+// third trial score on the prototype's logs at 0.2 to 0.7 (geometric mean overhead, 39 cells)
+// kFull = 16 gave 0.1158, 32 0.1143, 64 0.1140, 128 0.1176 (with √ from the first call: 0.1148).
 double Heuristics::time_term(const Pool& pool, double distance) {
   constexpr double kFull = 64;
   if (!pool.damps() || distance <= kFull) return distance;

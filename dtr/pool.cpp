@@ -730,6 +730,14 @@ void Pool::ensure_resident(Cell& target, std::string_view op) {
     for (auto& f : stack)
       for (Cell* c : f.pinned) --c->pins_;
   };
+  // A replay that runs out of budget while the frames below it hold their resident inputs
+  // pinned lets go of those pins and runs again: what they kept may be evicted meanwhile and is
+  // rebuilt when they resume, more recomputation instead of OutOfBudget (ResNet-20 under
+  // dtr-next at a quarter of its peak: a rebuild through eight records pinned 16.5 of the
+  // 24.2 MiB).  After kReleases such releases in one call a failure stands: frames that keep
+  // evicting each other's inputs would never finish.
+  std::size_t releases = 0;
+  constexpr std::size_t kReleases = 64;
   auto check = [&](Cell& c) {
     if (c.swapped()) return;
     REMAT_CHECK(c.state_ != CellState::Banished && c.record_,
@@ -786,7 +794,18 @@ void Pool::ensure_resident(Cell& target, std::string_view op) {
         stack.push_back({missing, {}});
         continue;
       }
-      replay(r, op);
+      try {
+        replay(r, op);
+      } catch (const OutOfBudget&) {
+        const bool held_below = std::any_of(stack.begin(), stack.end() - 1,
+                                            [](const Frame& g) { return !g.pinned.empty(); });
+        if (!held_below || ++releases > kReleases) throw;
+        for (auto g = stack.begin(); g != stack.end() - 1; ++g) {
+          for (Cell* c : g->pinned) --c->pins_;
+          g->pinned.clear();
+        }
+        continue;  // this frame again, its own inputs still pinned
+      }
       for (Cell* c : f.pinned) --c->pins_;
       stack.pop_back();
     }
@@ -800,6 +819,7 @@ void Pool::replay(Record& r, std::string_view op) {
   struct Out {
     std::shared_ptr<Cell> cell;
     Block scratch;
+    bool allocated = false;  // given a buffer by this replay, not yet written
   };
   std::vector<Out> outs(r.outputs.size());
   std::vector<KernelArg> in_args(r.inputs.size()), out_args(r.outputs.size());
@@ -821,6 +841,7 @@ void Pool::replay(Record& r, std::string_view op) {
         } else if (!c->resident()) {
           const std::uint64_t stamp = c->last_access_;
           materialize(*c, op);
+          outs[i].allocated = true;
           if (config_.keep_stamp_on_remat) c->last_access_ = stamp;
           OwnWorkTimer timer{total_.bookkeeping_seconds, timing_own_work_};
           Heuristics::on_rematerialized(*this, *c);
@@ -847,6 +868,13 @@ void Pool::replay(Record& r, std::string_view op) {
     if (config_.cost == CostModel::Time && config_.budget) kernel_times_.observe(r, seconds);
   } catch (...) {
     release();
+    // Outputs given a buffer but never written go back to evicted: a caller that goes on after
+    // the error (ensure_resident's retry, a benchmark's next trial) must not read them.
+    for (auto& o : outs) {
+      if (!o.allocated || !o.cell || !o.cell->resident() || o.cell->pins_ > 0) continue;
+      free_buffer(*o.cell, CellState::Evicted);
+      if (config_.budget) Heuristics::on_evicted(*this, *o.cell);
+    }
     throw;
   }
   release();

@@ -1,6 +1,9 @@
 // dtr-next's three trial steps in the runtime (dtr/score_choice.h): ResNet-20 trains through
-// its own score's, the damped score's and dtr-eq's trials at 0.3 of its peak with the same
-// bytes as without a budget.
+// its own score's, the damped score's and dtr-eq's trials at a quarter of its peak with the
+// same bytes as without a budget.  There its own score's first trial step ran out of budget
+// until a rebuild could let go of the pins held below it (Pool::ensure_resident): one
+// through eight records pinned 16.5 of the 24.2 MiB.
+#include <cstdio>
 #include <cstring>
 
 #include "dtr/pool.h"
@@ -17,12 +20,12 @@ class DtrNextTrials : public ::testing::Test {
   DtrConfig saved_;
 };
 
-TEST_F(DtrNextTrials, ResNet20TrainsBitIdenticallyThroughEveryTrialAtThreeTenthsOfItsPeak) {
+TEST_F(DtrNextTrials, ResNet20TrainsBitIdenticallyThroughEveryTrialAtAQuarterOfItsPeak) {
   // Two steps measure the peak; then one trial step for each of the three scores.
   constexpr int kSteps = 5;
   const Resnet20Run reference = train_resnet20({.steps = kSteps});
   const Resnet20Run budgeted =
-      train_resnet20({.fraction = 0.3, .heuristic = Heuristic::DtrNext, .steps = kSteps});
+      train_resnet20({.fraction = 0.25, .heuristic = Heuristic::DtrNext, .steps = kSteps});
   EXPECT_TRUE(budgeted.trials_settled);
   ASSERT_EQ(reference.values.size(), budgeted.values.size());
   for (std::size_t i = 0; i < reference.values.size(); ++i)
@@ -31,6 +34,11 @@ TEST_F(DtrNextTrials, ResNet20TrainsBitIdenticallyThroughEveryTrialAtThreeTenths
   EXPECT_GT(budgeted.budget, 0u);
   EXPECT_LE(budgeted.stats.peak_resident_bytes, budgeted.budget);
   EXPECT_GT(budgeted.stats.rematerializations, 0u);
+  std::printf(
+      "ResNet-20 at 0.25 under dtr-next: budget %.2f MiB, %llu rematerializations in the "
+      "three trial steps\n",
+      static_cast<double>(budgeted.budget) / (1 << 20),
+      static_cast<unsigned long long>(budgeted.stats.rematerializations));
 }
 
 }  // namespace

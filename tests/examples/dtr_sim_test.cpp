@@ -56,10 +56,10 @@ TEST(DtrSimLowerBound, NamesTheStageNoScheduleFits) {
   EXPECT_EQ(rows["dtr-eq"].at("status"), "infeasible");
 }
 
-// dtr-next replays each of its three scores' trial steps (dtr/score_choice.h) where dtr-eq fits.
-// Damped from the first call, its damped score ran out of budget on this trace at both
-// fractions (flops cost: the same schedule on any machine): it evicted values needed within a
-// few calls, and their rebuilds pinned most of the budget.
+// dtr-next replays each of its three scores' trial steps (dtr/score_choice.h) where dtr-eq fits
+// (flops cost: the same schedule on any machine).  Damped from the first call, its damped score
+// ran out of budget on this trace at both fractions while rebuilds held every pin below them
+// (it evicted values needed within a few calls, and their rebuilds pinned most of the budget).
 TEST(DtrSimDtrNext, ResNet20TraceFitsThroughEveryTrialStep) {
   const std::string train = std::string(REMAT_EXAMPLES_DIR) + "/train_resnet";
   if (!std::filesystem::exists(kSim) || !std::filesystem::exists(train))
