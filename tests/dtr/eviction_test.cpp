@@ -138,6 +138,24 @@ TEST_F(Eviction, MultiOutputRecordsRestoreEveryOutput) {
   EXPECT_TRUE(bit_equal(indices, i0));
 }
 
+// A rebuild that runs out of budget between a record's outputs leaves the output it gave a
+// buffer, but never wrote, evicted: read once the budget allows, it is recomputed, not garbage.
+TEST_F(Eviction, AFailedReplayLeavesItsUnwrittenOutputsEvicted) {
+  Tensor x = randn({32, 32}, {.seed = 6});
+  auto [values, indices] = max(x, 1);  // 32 floats (128 B), then 32 indices (256 B)
+  const std::vector<float> v0 = values.to_vector<float>();
+  const std::vector<std::int64_t> i0 = indices.to_vector<std::int64_t>();
+  pool().evict(cell_of(values));
+  pool().evict(cell_of(indices));
+  pool().set_budget(pool().resident_bytes() + 200);  // room for the values, not the indices
+  EXPECT_THROW((void)values.to_vector<float>(), OutOfBudget);
+  EXPECT_FALSE(cell_of(values).resident());
+  EXPECT_FALSE(cell_of(indices).resident());
+  pool().set_budget(std::nullopt);
+  EXPECT_EQ(values.to_vector<float>(), v0);
+  EXPECT_EQ(indices.to_vector<std::int64_t>(), i0);
+}
+
 TEST_F(Eviction, OutOfBudgetReportsTheNumbersAndThePoolRecovers) {
   Tensor x = randn({256, 256}, {.seed = 5});  // 256 KiB constant
   const std::size_t base = pool().resident_bytes();
