@@ -257,9 +257,17 @@ class Pool {
     Heuristics::NextParts parts;
     Cell* cell;
   };
+  struct FloorKey {  // a drawn cell's floor and its index in floor_scratch_
+    double floor;
+    std::uint32_t index;
+  };
+  std::vector<FloorKey> floor_order_scratch_;
   std::vector<DrawnVictim> floor_scratch_;  // evict_batch's drawn cells by score floor
-  std::vector<Cell*> invalidate_scratch_;   // invalidate_walks's stack, reused
-  std::vector<Cell*> needed_scratch_;       // Heuristics::needed_by_evicted's stack, reused
+  std::vector<Cell*> sample_scratch_;       // evict_batch's sample, in the order drawn
+  // Asks for the cache lines of `c` that scoring it reads (evict_batch, ahead of scoring).
+  static void prefetch_for_score(const Cell& c);
+  std::vector<Cell*> invalidate_scratch_;  // invalidate_walks's stack, reused
+  std::vector<Cell*> needed_scratch_;      // Heuristics::needed_by_evicted's stack, reused
   std::uint64_t walk_epoch_ = 1;
   bool walks_kept_ = false;  // some walk was kept in this epoch: invalidate_walks has work
   std::uint64_t gone_epoch_ = 1;
