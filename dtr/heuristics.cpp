@@ -367,14 +367,24 @@ double Heuristics::score(Pool& pool, Cell& cell, double bound) {
       return static_cast<double>(w.count) + 0.5 / s;
     }
     case Heuristic::DtrEq:
-      return eq_cost(pool, cell, c0) / (m * s);
+      return eq_score(pool, cell, b, bound);
     case Heuristic::DtrNext:
       // Nothing learned yet, this step left the last one's path, or dtr-eq's score did better
       // in the trial steps (dtr/score_choice.h): exactly dtr-eq.
-      if (!pool.predicts()) return eq_cost(pool, cell, c0) / (m * s);
+      if (!pool.predicts()) return eq_score(pool, cell, b, bound);
       return next_score(pool, cell, b, next_parts(pool, cell, b), bound);
   }
   return 0;
+}
+
+// The evicted neighbours' classes only add to the cell's own cost: a cell past the bound on
+// its own cost is past it, its classes not looked up (on the LSTM log at half its peak, those
+// lookups for every drawn cell were most of dtr-eq's search).
+double Heuristics::eq_score(Pool& pool, Cell& cell, const Basics& b, double bound) {
+  if (bound < std::numeric_limits<double>::infinity() &&
+      b.c0 / (b.m * b.s) > bound + 1e-9 * std::abs(bound))
+    return std::numeric_limits<double>::infinity();
+  return eq_cost(pool, cell, b.c0) / (b.m * b.s);
 }
 
 double Heuristics::random_score(Pool& pool) {

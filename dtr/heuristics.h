@@ -81,6 +81,8 @@ struct Heuristics {
   static double time_term(const Pool& pool, double distance);
   static double random_score(Pool& pool);
   static double eq_cost(Pool& pool, Cell& cell, double c0);
+  // dtr-eq's score, eq_cost / (m·s), or infinity once the cell's own cost puts it past `bound`.
+  static double eq_score(Pool& pool, Cell& cell, const Basics& b, double bound);
   // gone_ancestors_cost of the cell's record at call `at`, kept per cell.
   static double gone_cost(Pool& pool, const Cell& cell, std::uint32_t at);
   // The nearest predicted use among the evicted cells that rebuilding needs `cell` for (its
