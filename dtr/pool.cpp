@@ -291,8 +291,13 @@ bool Pool::evict_batch(std::size_t bytes, std::size_t headroom, double below) {
   // the second-best one).
   constexpr double kNone = std::numeric_limits<double>::infinity();
   double large_best = kNone, large_second = kNone;
-  bool tiny_drawn = true;  // until known otherwise (only the floor order knows beforehand)
-  auto large_bound = [&] { return tiny_drawn ? large_second : large_best; };
+  // dtr-next's walks of evicted ancestors are long (on InceptionV4's and DenseNet-121's logs
+  // most of its search): its candidates are scored in the order of a floor of their scores,
+  // the score without that walk, so the bounds tighten first and a candidate whose floor is
+  // past them is not walked at all.  Other heuristics score in the order drawn.
+  const bool by_floor = learns_steps() && predicts();
+  bool any_tiny = false;  // drawn, in the floor order: known before any cell is scored
+  auto large_bound = [&] { return by_floor && !any_tiny ? large_best : large_second; };
   auto consider = [&](Cell* c, const Heuristics::NextParts* parts) {
     if (c->pins_ > 0) return;
     // A walk that passes the worst kept score cannot enter the kept set: it may stop early.
@@ -315,14 +320,8 @@ bool Pool::evict_batch(std::size_t bytes, std::size_t headroom, double below) {
       std::push_heap(best.begin(), best.end(), before);
     }
   };
-  // dtr-next's walks of evicted ancestors are long (on InceptionV4's and DenseNet-121's logs
-  // most of its search): its candidates are scored in the order of a floor of their scores,
-  // the score without that walk, so the bounds tighten first and a candidate whose floor is
-  // past them is not walked at all.  Other heuristics score in the order drawn.
-  const bool by_floor = learns_steps() && predicts();
   std::vector<DrawnVictim>& drawn = floor_scratch_;
   drawn.clear();
-  bool any_tiny = false;
   auto draw = [&](Cell* c) {
     if (!by_floor) return consider(c, nullptr);
     if (c->pins_ > 0) return;
@@ -370,7 +369,6 @@ bool Pool::evict_batch(std::size_t bytes, std::size_t headroom, double below) {
       return a.floor > b.floor || (a.floor == b.floor && a.index > b.index);
     };
     std::make_heap(order.begin(), order.end(), after);
-    tiny_drawn = any_tiny;
     auto past = [](double floor, double bound) { return floor > bound + 1e-9 * std::abs(bound); };
     for (auto end = order.end(); end != order.begin(); --end) {
       std::pop_heap(order.begin(), end, after);
