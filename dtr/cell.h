@@ -36,6 +36,18 @@ struct Record {
   // dtr-next: the training step of the call and its position in it (dtr/step_log.h).
   std::uint64_t step = 0;
   std::uint32_t step_call = 0;
+  // dtr-next (Heuristics::gone_ancestors_cost): the inputs the last step made, replayable,
+  // with the call of their last read there, in the order of `inputs`; valid while
+  // logged_inputs_epoch is the pool's gone_epoch_ (the inputs hold their records, and every
+  // change of an input's record moves that epoch).  Walking them needs neither the input cells
+  // nor the records of constants and older values (a cache miss each).
+  struct LoggedInput {
+    const Record* record;
+    std::uint32_t last_read;
+  };
+  mutable SmallVector<LoggedInput, 2> logged_inputs;
+  mutable std::uint64_t logged_inputs_epoch = 0;
+  mutable std::uint64_t gone_visit = 0;  // the walk that last counted it (a stamp)
 
   double cost(CostModel model) const {
     switch (model) {

@@ -127,32 +127,41 @@ double Heuristics::eq_cost(Pool& pool, Cell& cell, double c0) {
 
 // The ancestors of `r` made in this step that the last step no longer read at or after call
 // `at`: by then they are likely gone (released and freed), and rebuilding r's output would
-// rebuild them too.  Their cost, each counted once (`seen`), visiting at most `visits` records;
-// past that, the cost of those visited, a lower bound (a long chain of them, such as a whole
-// forward pass behind the logits read after backward).  Infinity there instead left the
-// Unrolled GAN log at 0.3 of its peak no victim but such cells (OutOfBudget), and counting an
-// ancestor once per path thrashed it.
+// rebuild them too.  Their cost, each counted once (marked with the walk's `stamp`: a list of
+// those seen, searched per input, was a third of this walk on the Unrolled GAN's log), visiting
+// at most `visits` records; past that, the cost of those visited, a lower bound (a long chain
+// of them, such as a whole forward pass behind the logits read after backward).  Infinity there
+// instead left the Unrolled GAN log at 0.3 of its peak no victim but such cells (OutOfBudget), and
+// counting an ancestor once per path thrashed it.
 double Heuristics::gone_ancestors_cost(const Pool& pool, const Record& r, std::uint32_t at,
-                                       CostModel model, int& visits,
-                                       std::vector<const Record*>& seen) {
-  double cost = 0;
-  for (const auto& in : r.inputs) {
-    const Record* ir = in->record().get();
-    if (!ir || !in->replayable() || !pool.logged_last_step(*ir))
-      continue;  // a constant, or made in an earlier step: still there
-    // Read again at or after `at`: still there.  (The last read is kept per cell: a lookup in
-    // the log's read lists cost a cache miss or two per input.)
-    if (in->last_read_epoch_ != pool.gone_epoch_) {
-      in->last_read_ =
-          pool.last_step_.last_use(ir->step_call, in->output_index()).value_or(Cell::kNoNextUse);
-      in->last_read_epoch_ = pool.gone_epoch_;
+                                       CostModel model, int& visits, std::uint64_t stamp) {
+  if (r.logged_inputs_epoch != pool.gone_epoch_) {
+    r.logged_inputs.clear();
+    for (const auto& in : r.inputs) {
+      const Record* ir = in->record().get();
+      if (!ir || !in->replayable() || !pool.logged_last_step(*ir))
+        continue;  // a constant, or made in an earlier step: still there
+      // The last read is kept per cell too: inputs are shared, and a lookup in the log's read
+      // lists costs a cache miss or two.
+      if (in->last_read_epoch_ != pool.gone_epoch_) {
+        in->last_read_ =
+            pool.last_step_.last_use(ir->step_call, in->output_index()).value_or(Cell::kNoNextUse);
+        in->last_read_epoch_ = pool.gone_epoch_;
+      }
+      r.logged_inputs.push_back({ir, in->last_read_});
     }
-    if (in->last_read_ != Cell::kNoNextUse && in->last_read_ >= at) continue;
-    if (std::find(seen.begin(), seen.end(), ir) != seen.end()) continue;
+    r.logged_inputs_epoch = pool.gone_epoch_;
+  }
+  double cost = 0;
+  for (const Record::LoggedInput& in : r.logged_inputs) {
+    // Read again at or after `at`: still there.
+    if (in.last_read != Cell::kNoNextUse && in.last_read >= at) continue;
+    const Record* ir = in.record;
+    if (ir->gone_visit == stamp) continue;
     if (visits <= 0) return cost;
     --visits;
-    seen.push_back(ir);
-    cost += ir->cost(model) + gone_ancestors_cost(pool, *ir, at, model, visits, seen);
+    ir->gone_visit = stamp;
+    cost += ir->cost(model) + gone_ancestors_cost(pool, *ir, at, model, visits, stamp);
   }
   return cost;
 }
@@ -210,9 +219,8 @@ double Heuristics::gone_cost(Pool& pool, const Cell& cell, std::uint32_t at) {
   if (cell.gone_epoch_ == pool.gone_epoch_ && cell.gone_at_ == at) return cell.gone_cost_;
   constexpr int kMaxVisits = 64;
   int visits = kMaxVisits;
-  pool.gone_scratch_.clear();
   cell.gone_cost_ =
-      gone_ancestors_cost(pool, *cell.record(), at, pool.config_.cost, visits, pool.gone_scratch_);
+      gone_ancestors_cost(pool, *cell.record(), at, pool.config_.cost, visits, next_stamp());
   pool.total_.metadata_accesses += static_cast<std::uint64_t>(kMaxVisits - visits);
   cell.gone_epoch_ = pool.gone_epoch_;
   cell.gone_at_ = at;

@@ -91,7 +91,7 @@ struct Heuristics {
   static double next_score(Pool& pool, Cell& cell, const Basics& b, const NextParts& parts,
                            double bound);
   static double gone_ancestors_cost(const Pool& pool, const Record& r, std::uint32_t at,
-                                    CostModel model, int& visits, std::vector<const Record*>& seen);
+                                    CostModel model, int& visits, std::uint64_t stamp);
 };
 
 }  // namespace remat

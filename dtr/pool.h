@@ -252,7 +252,6 @@ class Pool {
     Cell* cell;
   };
   std::vector<ScoredVictim> victim_scratch_;  // evict_batch's kept scores, reused
-  std::vector<const Record*> gone_scratch_;   // gone_ancestors_cost's visited, reused
   struct DrawnVictim {
     Heuristics::NextParts parts;
     Cell* cell;
