@@ -14,6 +14,7 @@
 #include "core/error.h"
 #include "core/recycling_allocator.h"
 #include "core/release.h"
+#include "dtr/fast_mod.h"
 #include "dtr/heuristics.h"
 #include "dtr/trace.h"
 
@@ -333,9 +334,10 @@ bool Pool::evict_batch(std::size_t bytes, std::size_t headroom, double below) {
   } else {
     // Deterministic sampling (xorshift seeded by the configuration): no scan of every cell.
     // A cell drawn twice is scored twice; the duplicate is skipped below.
+    const FastMod mod(n);
     auto next_draw = [&] {
       rng_state_ ^= rng_state_ << 13, rng_state_ ^= rng_state_ >> 7, rng_state_ ^= rng_state_ << 17;
-      return candidates_[rng_state_ % n];
+      return candidates_[mod(rng_state_)];
     };
     if (config_.heuristic == Heuristic::Random) {  // its scores come from the same generator
       for (std::size_t j = 0; j < k; ++j) draw(next_draw());
