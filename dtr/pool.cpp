@@ -298,12 +298,15 @@ bool Pool::evict_batch(std::size_t bytes, std::size_t headroom, double below) {
   // past them is not walked at all.  Other heuristics score in the order drawn.
   const bool by_floor = learns_steps() && predicts();
   bool any_tiny = false;  // drawn, in the floor order: known before any cell is scored
-  auto large_bound = [&] { return by_floor && !any_tiny ? large_best : large_second; };
+  // A score past the worst kept one cannot enter the kept set, nor one past the large bound be
+  // taken: walks stop there, and so does the floor order below.
+  auto search_bound = [&] {
+    const double large = by_floor && !any_tiny ? large_best : large_second;
+    return std::min(best.size() < max_victims ? kNone : best.front().score, large);
+  };
   auto consider = [&](Cell* c, const Heuristics::NextParts* parts) {
     if (c->pins_ > 0) return;
-    // A walk that passes the worst kept score cannot enter the kept set: it may stop early.
-    const double bound =
-        std::min(best.size() < max_victims ? kNone : best.front().score, large_bound());
+    const double bound = search_bound();
     const bool large = c->nbytes_ > kTinyCell;
     const Scored s{
         parts ? Heuristics::score(*this, *c, *parts, bound) : Heuristics::score(*this, *c, bound),
@@ -379,8 +382,7 @@ bool Pool::evict_batch(std::size_t bytes, std::size_t headroom, double below) {
     std::size_t live = order.size(), scans = 0;
     bool heaped = false;
     while (live > 0) {
-      const double bound =
-          std::min(best.size() < max_victims ? kNone : best.front().score, large_bound());
+      const double bound = search_bound();
       if (!heaped && (bound < kNone || scans == kScans)) {
         std::size_t kept = 0;  // without branches: which floors survive is not predictable
         for (std::size_t i = 0; i < live; ++i) {
