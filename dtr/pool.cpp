@@ -16,6 +16,7 @@
 #include "core/release.h"
 #include "dtr/fast_mod.h"
 #include "dtr/heuristics.h"
+#include "dtr/tick_clock.h"
 #include "dtr/trace.h"
 
 namespace remat {
@@ -38,10 +39,10 @@ struct Timer {
 class OwnWorkTimer {
  public:
   OwnWorkTimer(double& sink, bool& timing) : sink_(sink), timing_(timing), outer_(!timing) {
-    if (outer_) timing_ = true, t0_ = Clock::now();
+    if (outer_) timing_ = true, t0_ = TickClock::now();
   }
   ~OwnWorkTimer() {
-    if (outer_) sink_ += seconds_since(t0_), timing_ = false;
+    if (outer_) sink_ += TickClock::seconds(TickClock::now() - t0_), timing_ = false;
   }
   OwnWorkTimer(const OwnWorkTimer&) = delete;
   OwnWorkTimer& operator=(const OwnWorkTimer&) = delete;
@@ -50,7 +51,7 @@ class OwnWorkTimer {
   double& sink_;
   bool& timing_;
   const bool outer_;
-  Clock::time_point t0_{};
+  std::uint64_t t0_ = 0;
 };
 
 }  // namespace
