@@ -181,19 +181,23 @@ double Heuristics::gone_ancestors_cost(const Pool& pool, const Record& r, std::u
 // dtr_sim, its ReLU outputs' inputs being gone by backward but cheap): measured on
 // ResNet-20 in the runtime at half its peak (flops cost), 21 rematerializations a step instead of
 // 36 (dtr-eq: 25).
-Heuristics::NextUse Heuristics::next_use(Pool& pool, const Cell& cell, double c0,
-                                         double staleness) {
-  if (!pool.predicts()) return {staleness};
+[[gnu::always_inline]] inline double Heuristics::read_distance(const Pool& pool, std::uint32_t at) {
+  return static_cast<double>(at - static_cast<std::uint32_t>(pool.step_calls_) + 1);
+}
+
+[[gnu::always_inline]] inline double Heuristics::calls_stale(const Pool& pool, const Cell& cell) {
   // A cell without a predicted read of its own is needed, if at all, to rebuild others: its
   // staleness in calls counts double against predicted distances (on the prototype's logs at
   // 0.3 and 0.5 where dtr-eq runs, dtr-next's overhead against dtr-eq's, geometric mean: x1
   // 0.816, x2 0.804; x3 a little lower, x4 thrashed the Unrolled GAN at 0.3).
   constexpr double kUnpredictedWeight = 2;
-  const double calls_stale =
-      kUnpredictedWeight * static_cast<double>(pool.program_calls_ - cell.last_call_ + 1);
+  return kUnpredictedWeight * static_cast<double>(pool.program_calls_ - cell.last_call_ + 1);
+}
+
+[[gnu::always_inline]] inline std::uint32_t Heuristics::next_read(Pool& pool, const Cell& cell) {
   const std::uint32_t now = static_cast<std::uint32_t>(pool.step_calls_);
   // Reads are sorted, so the read found from an earlier call is the answer until it is passed
-  // (the log lookup, a cache miss or two per drawn cell, was most of this function's time).
+  // (the log lookup, a cache miss or two per drawn cell, was most of next_use's time).
   if (cell.next_epoch_ != pool.gone_epoch_ || now < cell.next_from_ || now > cell.next_at_) {
     std::optional<std::uint32_t> next;
     if (const Record* r = cell.record().get())  // a constant is never predicted
@@ -203,12 +207,19 @@ Heuristics::NextUse Heuristics::next_use(Pool& pool, const Cell& cell, double c0
     cell.next_from_ = now;
     cell.next_at_ = next ? *next : Cell::kNoNextUse;
   }
-  if (cell.next_at_ == Cell::kNoNextUse) return {calls_stale};
-  NextUse out{static_cast<double>(cell.next_at_ - now + 1)};
-  out.gone_cost = gone_cost(pool, cell, cell.next_at_);
+  return cell.next_at_;
+}
+
+Heuristics::NextUse Heuristics::next_use(Pool& pool, const Cell& cell, double c0,
+                                         double staleness) {
+  if (!pool.predicts()) return {staleness};
+  const std::uint32_t at = next_read(pool, cell);
+  if (at == Cell::kNoNextUse) return {calls_stale(pool, cell)};
+  NextUse out{read_distance(pool, at)};
+  out.gone_cost = gone_cost(pool, cell, at);
   // Gone ancestors that cost more than the cell itself: its rebuild at the next use would cost
   // more than twice what Belady's rule assumes, so the distance is no guide.
-  if (out.gone_cost > c0) out.distance = calls_stale;
+  if (out.gone_cost > c0) out.distance = calls_stale(pool, cell);
   return out;
 }
 
@@ -281,10 +292,12 @@ double Heuristics::time_term(const Pool& pool, double distance) {
 // far above their floors, and without it a search scored some 100 of the 256 drawn exactly.
 Heuristics::NextParts Heuristics::next_parts(Pool& pool, Cell& cell, const Basics& b) {
   const NextUse next = next_use(pool, cell, b.c0, b.s);
-  const double walked =
-      pool.caches_walks() && cell.walk_epoch_ == pool.walk_epoch_ ? cell.walk_cost_ : 0;
-  return {(b.c0 + walked + next.gone_cost) / (b.m * time_term(pool, next.distance)), next.distance,
-          next.gone_cost};
+  NextParts parts;
+  parts.walked = pool.caches_walks() && cell.walk_epoch_ == pool.walk_epoch_ ? cell.walk_cost_ : 0;
+  parts.distance = next.distance;
+  parts.gone_cost = next.gone_cost;
+  parts.floor = (b.c0 + parts.walked + parts.gone_cost) / (b.m * time_term(pool, parts.distance));
+  return parts;
 }
 
 double Heuristics::next_score(Pool& pool, Cell& cell, const Basics& b, const NextParts& parts,
@@ -312,9 +325,44 @@ double Heuristics::next_score(Pool& pool, Cell& cell, const Basics& b, const Nex
   return (b.c0 + ancestors + parts.gone_cost) / (b.m * time_term(pool, distance));
 }
 
+// Only a few dozen of the 256 drawn cells are scored, and the floor order stops before the
+// rest; the gone-ancestor walk, redone for every drawn cell after each in-place write (which
+// drops the kept answers), was a quarter of the Unrolled GAN's search at 0.3 of its peak.
 Heuristics::NextParts Heuristics::next_parts(Pool& pool, Cell& cell) {
   if (pool.config_.heuristic != Heuristic::DtrNext || !pool.predicts()) return {};
-  return next_parts(pool, cell, basics(pool, cell));
+  const Basics b = basics(pool, cell);
+  NextParts parts;
+  parts.walked = pool.caches_walks() && cell.walk_epoch_ == pool.walk_epoch_ ? cell.walk_cost_ : 0;
+  const std::uint32_t at = next_read(pool, cell);
+  if (at == Cell::kNoNextUse || (cell.gone_epoch_ == pool.gone_epoch_ && cell.gone_at_ == at)) {
+    settle_parts(pool, cell, b, at, parts);  // nothing left to walk
+    return parts;
+  }
+  parts.exact = false;
+  // The least the floor can be: gone ancestors costing nothing, or just over the cell's own
+  // cost (past it the distance is the staleness; summed in the floor's order, so that rounding
+  // keeps this below it).
+  const double near = (b.c0 + parts.walked) / (b.m * time_term(pool, read_distance(pool, at)));
+  const double far =
+      (b.c0 + parts.walked + b.c0) / (b.m * time_term(pool, calls_stale(pool, cell)));
+  parts.floor = std::min(near, far);
+  return parts;
+}
+
+void Heuristics::complete_parts(Pool& pool, Cell& cell, NextParts& parts) {
+  if (!parts.exact) settle_parts(pool, cell, basics(pool, cell), next_read(pool, cell), parts);
+}
+
+// next_use's answer for a next read at call `at`, and the floor with it.
+[[gnu::always_inline]] inline void Heuristics::settle_parts(Pool& pool, const Cell& cell,
+                                                            const Basics& b, std::uint32_t at,
+                                                            NextParts& parts) {
+  const bool read = at != Cell::kNoNextUse;
+  parts.gone_cost = read ? gone_cost(pool, cell, at) : 0;
+  parts.distance =
+      read && parts.gone_cost <= b.c0 ? read_distance(pool, at) : calls_stale(pool, cell);
+  parts.floor = (b.c0 + parts.walked + parts.gone_cost) / (b.m * time_term(pool, parts.distance));
+  parts.exact = true;
 }
 
 double Heuristics::score(Pool& pool, Cell& cell, const NextParts& parts, double bound) {

@@ -31,13 +31,18 @@ struct Heuristics {
   // dtr-next predicting: the parts of its score known before its walks of evicted cells (the
   // cell's own predicted distance, the gone ancestors' cost), and the score without those walks
   // (`floor`, no greater than the score), for scoring the likeliest victims first.  Otherwise
-  // a floor of 0.
+  // a floor of 0.  The gone ancestors are walked only where no answer is kept for the cell's
+  // next read; until then (`exact` false) `floor` is the least the floor can be, whatever they
+  // cost, and complete_parts finds the rest for the candidates that get that far.
   struct NextParts {
     double floor = 0;
     double distance = 1;
     double gone_cost = 0;
+    double walked = 0;  // the kept walk of evicted ancestors the floor counts
+    bool exact = true;
   };
   static NextParts next_parts(Pool& pool, Cell& cell);
+  static void complete_parts(Pool& pool, Cell& cell, NextParts& parts);
   // score() from next_parts taken at this instant: the same value, without computing the parts
   // again (dtr-next predicting).
   static double score(Pool& pool, Cell& cell, const NextParts& parts, double bound);
@@ -76,6 +81,16 @@ struct Heuristics {
   // The prototype divides by a staleness of 0: a value stamped at this instant scores infinity.
   static bool stamped_now(const Pool& pool, const Cell& cell);
   static NextParts next_parts(Pool& pool, Cell& cell, const Basics& b);
+  // The call of the cell's predicted next read (Cell::kNoNextUse: none), kept per cell.
+  static std::uint32_t next_read(Pool& pool, const Cell& cell);
+  // The parts for a next read at call `at` (Cell::kNoNextUse: none), the gone ancestors
+  // walked unless kept.
+  static void settle_parts(Pool& pool, const Cell& cell, const Basics& b, std::uint32_t at,
+                           NextParts& parts);
+  // The distance in calls, from now, to a predicted read at call `at` of this step.
+  static double read_distance(const Pool& pool, std::uint32_t at);
+  // dtr-next's staleness in calls, for a cell without a predicted read (see next_use).
+  static double calls_stale(const Pool& pool, const Cell& cell);
   // dtr-next's time term for a distance of `distance` calls: the distance, or under the damped
   // score (dtr/score_choice.h) the distance up to 64 calls and its square root past them.
   static double time_term(const Pool& pool, double distance);

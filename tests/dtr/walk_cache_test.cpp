@@ -145,5 +145,53 @@ TEST_F(WalkCache, KeptNextReadsMatchTheLogAtEveryCall) {
   EXPECT_GT(unpredicted, 300);
 }
 
+// dtr-next's floors (Heuristics::next_parts) before the gone ancestors are walked are no greater
+// than the floors once they are (complete_parts), and a completed floor is the one asked for
+// again, now kept: the floor order of a search takes the same cells as if every floor were
+// exact from the start.
+TEST_F(WalkCache, FloorsBeforeTheGoneWalkBoundTheFloorsAfterIt) {
+  DtrConfig cfg = saved_;
+  cfg.heuristic = Heuristic::DtrNext;
+  cfg.cost = CostModel::Flops;
+  pool().configure(cfg);
+  const Tensor x = randn({8, 8}, {.seed = 1});
+  int lazy = 0, lazy_with_gone = 0, fell_back = 0;
+  for (int step = 0; step < 2; ++step) {
+    pool().end_step();
+    std::mt19937 rng(13);  // the same program in both steps: the second is predicted
+    std::vector<Tensor> values{tanh(x)};
+    for (int i = 1; i < 60; ++i) {
+      const Tensor& a = values[rng() % values.size()];
+      const Tensor& b = values[rng() % values.size()];
+      values.push_back(i % 2 ? a + b : matmul(a, b));
+      // An in-place write drops the kept gone costs of every cell, also of cells read long
+      // ago: their floors stand on their staleness too.
+      if (i % 8 == 0) add_(tanh(x), 1.0);
+      if (step == 0) continue;
+      for (const Tensor& v : values) {
+        Cell& c = cell_of(v);
+        const Heuristics::NextParts first = Heuristics::next_parts(pool(), c);
+        if (first.exact) continue;
+        ++lazy;
+        Heuristics::NextParts completed = first;
+        Heuristics::complete_parts(pool(), c, completed);
+        ASSERT_TRUE(completed.exact);
+        ASSERT_LE(first.floor, completed.floor) << "cell " << c.id();
+        const Heuristics::NextParts again = Heuristics::next_parts(pool(), c);
+        ASSERT_TRUE(again.exact);
+        EXPECT_EQ(again.floor, completed.floor);
+        EXPECT_EQ(again.distance, completed.distance);
+        EXPECT_EQ(again.gone_cost, completed.gone_cost);
+        lazy_with_gone += completed.gone_cost > 0;
+        // Gone ancestors costing more than the cell: the distance is its staleness.
+        fell_back += completed.gone_cost > c.record()->cost(CostModel::Flops);
+      }
+    }
+  }
+  EXPECT_GT(lazy, 100);
+  EXPECT_GT(lazy_with_gone, 50);
+  EXPECT_GT(fell_back, 40);
+}
+
 }  // namespace
 }  // namespace remat
