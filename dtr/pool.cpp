@@ -42,7 +42,7 @@ class OwnWorkTimer {
     if (outer_) timing_ = true, t0_ = TickClock::now();
   }
   ~OwnWorkTimer() {
-    if (outer_) sink_ += TickClock::seconds(TickClock::now() - t0_), timing_ = false;
+    if (outer_) sink_ += TickClock::seconds_since(t0_), timing_ = false;
   }
   OwnWorkTimer(const OwnWorkTimer&) = delete;
   OwnWorkTimer& operator=(const OwnWorkTimer&) = delete;

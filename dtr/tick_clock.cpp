@@ -21,7 +21,7 @@ TickClock::Rate TickClock::measure_rate() {
   const Rate steady{false, 1e-9};
 #if defined(__x86_64__) || defined(__i386__)
   unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
-  if (__get_cpuid_max(0x80000000u, nullptr) < 0x80000007u) return steady;
+  if (static_cast<unsigned>(__get_cpuid_max(0x80000000u, nullptr)) < 0x80000007u) return steady;
   __get_cpuid(0x80000007u, &eax, &ebx, &ecx, &edx);
   if (!((edx >> 8) & 1u)) return steady;  // CPUID.80000007H:EDX[8]: the invariant TSC
   const Steady::time_point t0 = Steady::now();

@@ -19,6 +19,12 @@ class TickClock {
   static double seconds(std::uint64_t ticks) {
     return static_cast<double>(ticks) * rate().seconds_per_tick;
   }
+  // The seconds since the reading `t0`; none if the counter reads earlier now (a thread moved
+  // to a core whose counter lags: invariant counters are kept in step, but not to the tick).
+  static double seconds_since(std::uint64_t t0) {
+    const std::uint64_t t1 = now();
+    return t1 > t0 ? seconds(t1 - t0) : 0;
+  }
 
  private:
   struct Rate {

@@ -42,6 +42,19 @@ class WalkCache : public ::testing::Test {
   void SetUp() override { saved_ = pool().config(); }
   void TearDown() override { pool().configure(saved_); }
   static Pool& pool() { return Pool::of(Device::cpu()); }
+  // dtr-next, counting flops.
+  void predict() {
+    DtrConfig cfg = saved_;
+    cfg.heuristic = Heuristic::DtrNext;
+    cfg.cost = CostModel::Flops;
+    pool().configure(cfg);
+  }
+  // Value `i` of a random program: a sum or a product of two earlier values.
+  static void append_value(std::vector<Tensor>& values, std::mt19937& rng, int i) {
+    const Tensor& a = values[rng() % values.size()];
+    const Tensor& b = values[rng() % values.size()];
+    values.push_back(i % 2 ? a + b : matmul(a, b));
+  }
   DtrConfig saved_;
 };
 
@@ -105,10 +118,7 @@ TEST_F(WalkCache, CachedAncestorCostsMatchAFreshCountAfterEveryChange) {
 }
 
 TEST_F(WalkCache, KeptNextReadsMatchTheLogAtEveryCall) {
-  DtrConfig cfg = saved_;
-  cfg.heuristic = Heuristic::DtrNext;
-  cfg.cost = CostModel::Flops;
-  pool().configure(cfg);
+  predict();
   constexpr double kNoGoneLimit = std::numeric_limits<double>::infinity();
   const Tensor x = randn({8, 8}, {.seed = 1});
   int predicted = 0, unpredicted = 0;
@@ -117,9 +127,7 @@ TEST_F(WalkCache, KeptNextReadsMatchTheLogAtEveryCall) {
     std::mt19937 rng(11);  // the same program in both steps: the second is predicted
     std::vector<Tensor> values{tanh(x)};
     for (int i = 1; i < 60; ++i) {
-      const Tensor& a = values[rng() % values.size()];
-      const Tensor& b = values[rng() % values.size()];
-      values.push_back(i % 2 ? a + b : matmul(a, b));
+      append_value(values, rng, i);
       if (step == 0) continue;
       // The calls made so far in this step.
       const std::uint32_t now = cell_of(values.back()).record()->step_call + 1;
@@ -150,10 +158,7 @@ TEST_F(WalkCache, KeptNextReadsMatchTheLogAtEveryCall) {
 // again, now kept: the floor order of a search takes the same cells as if every floor were
 // exact from the start.
 TEST_F(WalkCache, FloorsBeforeTheGoneWalkBoundTheFloorsAfterIt) {
-  DtrConfig cfg = saved_;
-  cfg.heuristic = Heuristic::DtrNext;
-  cfg.cost = CostModel::Flops;
-  pool().configure(cfg);
+  predict();
   const Tensor x = randn({8, 8}, {.seed = 1});
   int lazy = 0, lazy_with_gone = 0, fell_back = 0;
   for (int step = 0; step < 2; ++step) {
@@ -161,9 +166,7 @@ TEST_F(WalkCache, FloorsBeforeTheGoneWalkBoundTheFloorsAfterIt) {
     std::mt19937 rng(13);  // the same program in both steps: the second is predicted
     std::vector<Tensor> values{tanh(x)};
     for (int i = 1; i < 60; ++i) {
-      const Tensor& a = values[rng() % values.size()];
-      const Tensor& b = values[rng() % values.size()];
-      values.push_back(i % 2 ? a + b : matmul(a, b));
+      append_value(values, rng, i);
       // An in-place write drops the kept gone costs of every cell, also of cells read long
       // ago: their floors stand on their staleness too.
       if (i % 8 == 0) add_(tanh(x), 1.0);
