@@ -43,6 +43,7 @@ struct Flags {
   std::string cost = "time";
   double thrash_limit = 2;
   std::uint64_t seed = 0;
+  std::uint64_t seeds = 1;
   std::size_t sample = 0;
   bool json = false;
   bool segments = false;
@@ -100,15 +101,18 @@ class Reporter {
     std::printf("\n%s: %zu tensors, %zu events; unbudgeted: peak %s, compute %.6g (%s cost)\n",
                 p.source.c_str(), p.tensors.size(), p.events.size(),
                 human_bytes(base.peak_bytes).c_str(), base.compute, f_.cost.c_str());
-    std::printf("%-10s %-12s %12s %8s %-10s %9s %12s %10s %10s %12s%s%s%s\n", "heuristic", "policy",
-                "budget", "fraction", "status", "overhead", "peak", "evictions", "remats",
+    std::printf("%-10s %-12s %12s %8s %-10s %9s %12s %10s %10s %12s%s%s%s%s\n", "heuristic",
+                "policy", "budget", "fraction", "status", "overhead", "peak", "evictions", "remats",
                 "metadata", f_.optimal ? "  vs-optimal" : "", f_.segments ? "  frag@peak" : "",
-                f_.swap ? "      swapped  swap-share" : "");
+                f_.swap ? "      swapped  swap-share" : "",
+                f_.seeds > 1 ? "  (means over seeds)   min-ovhd   max-ovhd" : "");
   }
 
+  // One run; with several seeds, the JSON row names its seed and the table waits for summary().
   void row(const Program& p, const std::string& heuristic, const RunRow& r,
-           std::optional<double> vs_optimal) {
+           std::optional<double> vs_optimal, std::uint64_t seed) {
     const ReplayResult& x = r.result;
+    if (f_.seeds > 1 && !f_.json) return;
     if (f_.json) {
       nlohmann::json j = {
           {"input", p.source},
@@ -138,6 +142,7 @@ class Reporter {
         j["swap_cost"] = x.swap_cost;
       }
       if (f_.optimal) j["vs_optimal"] = vs_optimal ? nlohmann::json(*vs_optimal) : nlohmann::json();
+      if (f_.seeds > 1) j["seed"] = seed;
       if (!x.message.empty()) j["message"] = x.message;  // why a run was infeasible
       std::printf("%s\n", j.dump().c_str());
       return;
@@ -161,6 +166,65 @@ class Reporter {
                               x.compute > 0 ? x.swap_cost / x.compute : 0.0)
                       .c_str()
                 : "");
+  }
+
+  // A heuristic's runs under several seeds, as one table row: the status when all ended alike
+  // (else how many ended ok), the means over those that did, and their overheads' spread.
+  void summary(const std::string& heuristic, const std::vector<RunRow>& runs,
+               std::optional<double> best) {
+    if (f_.json || f_.seeds <= 1) return;
+    std::vector<const RunRow*> ok;
+    for (const RunRow& r : runs)
+      if (r.overhead) ok.push_back(&r);
+    const RunRow& first = runs.front();
+    std::string status(status_name(first.result.status));
+    for (const RunRow& r : runs)
+      if (r.result.status != first.result.status)
+        status = fmt::format("{}/{} ok", ok.size(), runs.size());
+    auto mean = [&](auto field) {
+      double sum = 0;
+      for (const RunRow* r : ok) sum += static_cast<double>(field(r->result));
+      return sum / static_cast<double>(ok.size());
+    };
+    std::string overhead = "-", peak = "-", evictions = "-", remats = "-", metadata = "-",
+                vs_optimal = "-", frag, swapped, lo = "-", hi = "-";
+    if (!ok.empty()) {
+      auto [min_it, max_it] = std::minmax_element(
+          ok.begin(), ok.end(),
+          [](const RunRow* a, const RunRow* b) { return *a->overhead < *b->overhead; });
+      double sum = 0;
+      for (const RunRow* r : ok) sum += *r->overhead;
+      overhead = fmt::format("{:.4f}", sum / static_cast<double>(ok.size()));
+      lo = fmt::format("{:.4f}", *(*min_it)->overhead);
+      hi = fmt::format("{:.4f}", *(*max_it)->overhead);
+      peak = human_bytes(
+          static_cast<std::size_t>(mean([](const ReplayResult& x) { return x.peak_bytes; })));
+      evictions = fmt::format("{:.1f}", mean([](const ReplayResult& x) { return x.evictions; }));
+      remats =
+          fmt::format("{:.1f}", mean([](const ReplayResult& x) { return x.rematerializations; }));
+      metadata =
+          fmt::format("{:.0f}", mean([](const ReplayResult& x) { return x.metadata_accesses; }));
+      if (best && *best > 0)
+        vs_optimal =
+            fmt::format("{:.4f}", mean([](const ReplayResult& x) { return x.compute; }) / *best);
+      frag = human_bytes(static_cast<std::size_t>(
+          mean([](const ReplayResult& x) { return x.fragmentation_at_peak_bytes; })));
+      swapped = fmt::format("{:>11}  {:>10.4f}",
+                            human_bytes(static_cast<std::size_t>(
+                                mean([](const ReplayResult& x) { return x.swap_bytes; }))),
+                            mean([](const ReplayResult& x) {
+                              return x.compute > 0 ? x.swap_cost / x.compute : 0.0;
+                            }));
+    }
+    std::printf("%-10s %-12s %12s %8s %-10s %9s %12s %10s %10s %12s%s%s%s  %19s %10s %10s\n",
+                heuristic.c_str(), f_.policy.c_str(),
+                first.budget_bytes ? human_bytes(*first.budget_bytes).c_str() : "none",
+                first.budget_fraction ? fmt::format("{:.3f}", *first.budget_fraction).c_str() : "-",
+                status.c_str(), overhead.c_str(), peak.c_str(), evictions.c_str(), remats.c_str(),
+                metadata.c_str(), f_.optimal ? fmt::format("  {:>10}", vs_optimal).c_str() : "",
+                f_.segments ? fmt::format("  {:>11}", frag).c_str() : "",
+                f_.swap ? fmt::format("  {:>23}", swapped).c_str() : "", "", lo.c_str(),
+                hi.c_str());
   }
 
   // The optimum and Chen's schedule at one budget, as rows beside the heuristics.
@@ -347,22 +411,34 @@ int run(const Flags& f) {
       for (const BudgetSpec& b : budgets) {
         std::optional<double> best;
         std::vector<std::optional<double>> line;
-        std::vector<std::pair<std::string, RunRow>> rows;
+        std::vector<std::pair<std::string, RunRow>> rows;  // each heuristic's seeds in turn
         for (Heuristic h : heuristics) {
-          RunOptions o = opts;
-          o.heuristic = h;
-          rows.emplace_back(std::string(heuristic_name(h)), run(p, base, o, b));
-          ++runs;
-          line.push_back(rows.back().second.overhead);
+          std::optional<double> sum = 0;  // the sweep's point: the mean, if every seed ran
+          for (std::uint64_t s = 0; s < f.seeds; ++s) {
+            RunOptions o = opts;
+            o.heuristic = h;
+            o.seed = f.seed + s;
+            rows.emplace_back(std::string(heuristic_name(h)), run(p, base, o, b));
+            ++runs;
+            const auto& overhead = rows.back().second.overhead;
+            sum = sum && overhead ? std::optional(*sum + *overhead) : std::nullopt;
+          }
+          line.push_back(sum ? std::optional(*sum / static_cast<double>(f.seeds)) : std::nullopt);
         }
         if (f.optimal && !rows.empty()) best = optimum(p, base, rows, f, opts.cost, out);
         if (f.lower_bound && !rows.empty())
           line.push_back(lower_bound_row(p, graph, base, rows.front().second, f, out));
-        for (const auto& [name, row] : rows) {
+        for (std::size_t i = 0; i < rows.size(); ++i) {
+          const auto& [name, row] = rows[i];
           std::optional<double> vs;
           if (best && *best > 0 && row.result.status == ReplayStatus::Ok)
             vs = row.result.compute / *best;
-          out.row(p, name, row, vs);
+          out.row(p, name, row, vs, f.seed + i % f.seeds);
+        }
+        for (std::size_t i = 0; f.seeds > 1 && i < rows.size(); i += f.seeds) {
+          std::vector<RunRow> seeded;
+          for (std::size_t s = 0; s < f.seeds; ++s) seeded.push_back(rows[i + s].second);
+          out.summary(rows[i].first, seeded, best);
         }
         if (!rows.empty() && rows.front().second.budget_fraction) {
           sweep.fractions.push_back(*rows.front().second.budget_fraction);
@@ -415,6 +491,11 @@ int main(int argc, char** argv) {
   app.add_option("--seed", f.seed, "seed for candidate sampling and the random heuristic")
       ->check(
           examples::whole_in_range<std::uint64_t>(0, std::numeric_limits<std::uint64_t>::max()));
+  app.add_option("--seeds", f.seeds,
+                 "run each heuristic and budget with this many seeds, --seed on; the table shows "
+                 "the means over the runs that ended ok and their overheads' min and max, the "
+                 "JSON one row per run with its seed, a sweep the mean where every seed ran")
+      ->check(examples::whole_in_range<std::uint64_t>(1, 1000));
   app.add_option("--sample", f.sample,
                  "candidates scored per eviction (0: the pool's default sampling)")
       ->check(examples::whole_in_range<std::size_t>(0, 1'000'000'000));

@@ -1,6 +1,7 @@
 // dtr_sim run as a user runs it: --lower-bound adds a "bound" row at or below the optimum (exact
 // on dtr_chain's program) and every heuristic, and names the stage when no schedule fits; a
-// trace of train_resnet's steps replays under dtr-next through all its trial steps.
+// trace of train_resnet's steps replays under dtr-next through all its trial steps; --seeds
+// runs and summarizes several seeds.
 #include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -79,6 +80,48 @@ TEST(DtrSimDtrNext, ResNet20TraceFitsThroughEveryTrialStep) {
     EXPECT_EQ(rows["dtr-next"].at("status"), "ok") << rows["dtr-next"].dump();
   }
   std::filesystem::remove(trace);
+}
+
+// --seeds N: one JSON row per run, seeds --seed to --seed + N - 1, each the run that seed alone
+// gives; the table's row is their mean overhead, with the least and the most.
+TEST(DtrSimSeeds, RunsEachSeedAndSummarizesThem) {
+  if (!std::filesystem::exists(kSim)) GTEST_SKIP() << "dtr_sim is not built";
+  const std::string args = "--cost unit --heuristic random --budget 0.4 chain:32";
+  const testing::CommandResult all =
+      testing::run_command(kSim + " --json --seeds 3 --seed 5 " + args + " 2>/dev/null");
+  ASSERT_EQ(all.status, 0) << all.output;
+  std::map<std::uint64_t, double> by_seed;
+  std::istringstream lines(all.output);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.empty() || line.front() != '{') continue;
+    const auto j = nlohmann::json::parse(line);
+    ASSERT_EQ(j.at("status"), "ok") << line;
+    by_seed[j.at("seed").get<std::uint64_t>()] = j.at("overhead").get<double>();
+  }
+  ASSERT_EQ(by_seed.size(), 3u);
+  EXPECT_EQ(by_seed.begin()->first, 5u);
+  double sum = 0, lo = by_seed.begin()->second, hi = lo;
+  for (const auto& [seed, overhead] : by_seed) {
+    auto alone = rows_of("--seed " + std::to_string(seed) + " " + args);
+    EXPECT_EQ(alone["random"].at("overhead").get<double>(), overhead) << "seed " << seed;
+    sum += overhead, lo = std::min(lo, overhead), hi = std::max(hi, overhead);
+  }
+  EXPECT_LT(lo, hi);  // the random heuristic's victims differ from seed to seed
+  const testing::CommandResult table =
+      testing::run_command(kSim + " --seeds 3 --seed 5 " + args + " 2>/dev/null");
+  ASSERT_EQ(table.status, 0) << table.output;
+  const std::size_t at = table.output.find("\nrandom ");
+  ASSERT_NE(at, std::string::npos) << table.output;
+  std::istringstream row(table.output.substr(at + 1));
+  std::string name, policy, bytes, unit, fraction, status;
+  double mean = 0, peak = 0, evictions = 0, remats = 0, metadata = 0, least = 0, most = 0;
+  std::string peak_unit;
+  row >> name >> policy >> bytes >> unit >> fraction >> status >> mean >> peak >> peak_unit >>
+      evictions >> remats >> metadata >> least >> most;
+  EXPECT_EQ(status, "ok");
+  EXPECT_NEAR(mean, sum / 3, 1e-4);
+  EXPECT_NEAR(least, lo, 1e-4);
+  EXPECT_NEAR(most, hi, 1e-4);
 }
 
 }  // namespace
