@@ -210,10 +210,8 @@ double Heuristics::gone_ancestors_cost(const Pool& pool, const Record& r, std::u
   return cell.next_at_;
 }
 
-Heuristics::NextUse Heuristics::next_use(Pool& pool, const Cell& cell, double c0,
-                                         double staleness) {
-  if (!pool.predicts()) return {staleness};
-  const std::uint32_t at = next_read(pool, cell);
+[[gnu::always_inline]] inline Heuristics::NextUse Heuristics::use_at(Pool& pool, const Cell& cell,
+                                                                     double c0, std::uint32_t at) {
   if (at == Cell::kNoNextUse) return {calls_stale(pool, cell)};
   NextUse out{read_distance(pool, at)};
   out.gone_cost = gone_cost(pool, cell, at);
@@ -221,6 +219,16 @@ Heuristics::NextUse Heuristics::next_use(Pool& pool, const Cell& cell, double c0
   // more than twice what Belady's rule assumes, so the distance is no guide.
   if (out.gone_cost > c0) out.distance = calls_stale(pool, cell);
   return out;
+}
+
+Heuristics::NextUse Heuristics::next_use(Pool& pool, const Cell& cell, double c0,
+                                         double staleness) {
+  if (!pool.predicts()) return {staleness};
+  return use_at(pool, cell, c0, next_read(pool, cell));
+}
+
+[[gnu::always_inline]] inline double Heuristics::kept_walk(const Pool& pool, const Cell& cell) {
+  return pool.caches_walks() && cell.walk_epoch_ == pool.walk_epoch_ ? cell.walk_cost_ : 0;
 }
 
 // Evictions change nothing gone_ancestors_cost reads, so a cell asks again only once its next
@@ -287,16 +295,24 @@ double Heuristics::time_term(const Pool& pool, double distance) {
   return kFull * std::sqrt(distance / kFull);
 }
 
+// use_at's answer for a next read at call `at`, and the floor with it.
+[[gnu::always_inline]] inline void Heuristics::settle_parts(Pool& pool, const Cell& cell,
+                                                            const Basics& b, std::uint32_t at,
+                                                            NextParts& parts) {
+  const NextUse next = use_at(pool, cell, b.c0, at);
+  parts.distance = next.distance;
+  parts.gone_cost = next.gone_cost;
+  parts.floor = (b.c0 + parts.walked + parts.gone_cost) / (b.m * time_term(pool, parts.distance));
+  parts.exact = true;
+}
+
 // The floor counts a kept walk of evicted ancestors (a lower bound on their cost, in the
 // score's order of sums): on the LSTM and TreeLSTM logs the walks put most drawn cells' scores
 // far above their floors, and without it a search scored some 100 of the 256 drawn exactly.
 Heuristics::NextParts Heuristics::next_parts(Pool& pool, Cell& cell, const Basics& b) {
-  const NextUse next = next_use(pool, cell, b.c0, b.s);
   NextParts parts;
-  parts.walked = pool.caches_walks() && cell.walk_epoch_ == pool.walk_epoch_ ? cell.walk_cost_ : 0;
-  parts.distance = next.distance;
-  parts.gone_cost = next.gone_cost;
-  parts.floor = (b.c0 + parts.walked + parts.gone_cost) / (b.m * time_term(pool, parts.distance));
+  parts.walked = kept_walk(pool, cell);
+  settle_parts(pool, cell, b, next_read(pool, cell), parts);
   return parts;
 }
 
@@ -332,7 +348,7 @@ Heuristics::NextParts Heuristics::next_parts(Pool& pool, Cell& cell) {
   if (pool.config_.heuristic != Heuristic::DtrNext || !pool.predicts()) return {};
   const Basics b = basics(pool, cell);
   NextParts parts;
-  parts.walked = pool.caches_walks() && cell.walk_epoch_ == pool.walk_epoch_ ? cell.walk_cost_ : 0;
+  parts.walked = kept_walk(pool, cell);
   const std::uint32_t at = next_read(pool, cell);
   if (at == Cell::kNoNextUse || (cell.gone_epoch_ == pool.gone_epoch_ && cell.gone_at_ == at)) {
     settle_parts(pool, cell, b, at, parts);  // nothing left to walk
@@ -351,18 +367,6 @@ Heuristics::NextParts Heuristics::next_parts(Pool& pool, Cell& cell) {
 
 void Heuristics::complete_parts(Pool& pool, Cell& cell, NextParts& parts) {
   if (!parts.exact) settle_parts(pool, cell, basics(pool, cell), next_read(pool, cell), parts);
-}
-
-// next_use's answer for a next read at call `at`, and the floor with it.
-[[gnu::always_inline]] inline void Heuristics::settle_parts(Pool& pool, const Cell& cell,
-                                                            const Basics& b, std::uint32_t at,
-                                                            NextParts& parts) {
-  const bool read = at != Cell::kNoNextUse;
-  parts.gone_cost = read ? gone_cost(pool, cell, at) : 0;
-  parts.distance =
-      read && parts.gone_cost <= b.c0 ? read_distance(pool, at) : calls_stale(pool, cell);
-  parts.floor = (b.c0 + parts.walked + parts.gone_cost) / (b.m * time_term(pool, parts.distance));
-  parts.exact = true;
 }
 
 double Heuristics::score(Pool& pool, Cell& cell, const NextParts& parts, double bound) {

@@ -83,6 +83,11 @@ struct Heuristics {
   static NextParts next_parts(Pool& pool, Cell& cell, const Basics& b);
   // The call of the cell's predicted next read (Cell::kNoNextUse: none), kept per cell.
   static std::uint32_t next_read(Pool& pool, const Cell& cell);
+  // next_use's answer for a next read at call `at` (Cell::kNoNextUse: none).
+  static NextUse use_at(Pool& pool, const Cell& cell, double c0, std::uint32_t at);
+  // The cell's kept walk of evicted ancestors while it holds (a lower bound on their cost),
+  // else 0.
+  static double kept_walk(const Pool& pool, const Cell& cell);
   // The parts for a next read at call `at` (Cell::kNoNextUse: none), the gone ancestors
   // walked unless kept.
   static void settle_parts(Pool& pool, const Cell& cell, const Basics& b, std::uint32_t at,

@@ -382,6 +382,12 @@ bool Pool::evict_batch(std::size_t bytes, std::size_t headroom, double below) {
       return a.floor > b.floor || (a.floor == b.floor && a.index > b.index);
     };
     auto past = [](double floor, double bound) { return floor > bound + 1e-9 * std::abs(bound); };
+    // A key that was only the least its floor could be becomes the floor.
+    auto complete = [&](FloorKey& key) {
+      DrawnVictim& d = drawn[key.index];
+      Heuristics::complete_parts(*this, *d.cell, d.parts);
+      key.floor = d.parts.floor;
+    };
     constexpr std::size_t kScans = 4;  // then a heap of all, bounded or not
     std::size_t live = order.size(), scans = 0;
     bool heaped = false;
@@ -404,13 +410,14 @@ bool Pool::evict_batch(std::size_t bytes, std::size_t headroom, double below) {
         // A key that leads the pass but is only the least its floor can be is completed on
         // the spot: the lowest found is exact, and no scan is spent on a key that moves.
         std::size_t lowest = live;
+        auto leads = [&](std::size_t i) {
+          return lowest == live || after(order[lowest], order[i]);
+        };
         for (std::size_t i = 0; i < live; ++i) {
-          if (lowest < live && !after(order[lowest], order[i])) continue;
-          DrawnVictim& d = drawn[order[i].index];
-          if (!d.parts.exact) {
-            Heuristics::complete_parts(*this, *d.cell, d.parts);
-            order[i].floor = d.parts.floor;
-            if (lowest < live && !after(order[lowest], order[i])) continue;
+          if (!leads(i)) continue;
+          if (!drawn[order[i].index].parts.exact) {
+            complete(order[i]);
+            if (!leads(i)) continue;
           }
           lowest = i;
         }
@@ -419,10 +426,9 @@ bool Pool::evict_batch(std::size_t bytes, std::size_t headroom, double below) {
       }
       FloorKey& top = order[live - 1];
       if (past(top.floor, bound)) break;
-      DrawnVictim& d = drawn[top.index];
-      if (!d.parts.exact) {  // off the heap, a key that was the least its floor could be
-        Heuristics::complete_parts(*this, *d.cell, d.parts);
-        top.floor = d.parts.floor;  // back in line
+      const DrawnVictim& d = drawn[top.index];
+      if (!d.parts.exact) {  // off the heap: back in line under its floor
+        complete(top);
         std::push_heap(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(live), after);
         continue;
       }

@@ -183,38 +183,36 @@ class Reporter {
         status = fmt::format("{}/{} ok", ok.size(), runs.size());
     auto mean = [&](auto field) {
       double sum = 0;
-      for (const RunRow* r : ok) sum += static_cast<double>(field(r->result));
+      for (const RunRow* r : ok) sum += static_cast<double>(field(*r));
       return sum / static_cast<double>(ok.size());
     };
     std::string overhead = "-", peak = "-", evictions = "-", remats = "-", metadata = "-",
                 vs_optimal = "-", frag, swapped, lo = "-", hi = "-";
     if (!ok.empty()) {
-      auto [min_it, max_it] = std::minmax_element(
-          ok.begin(), ok.end(),
-          [](const RunRow* a, const RunRow* b) { return *a->overhead < *b->overhead; });
-      double sum = 0;
-      for (const RunRow* r : ok) sum += *r->overhead;
-      overhead = fmt::format("{:.4f}", sum / static_cast<double>(ok.size()));
-      lo = fmt::format("{:.4f}", *(*min_it)->overhead);
-      hi = fmt::format("{:.4f}", *(*max_it)->overhead);
+      auto [least, most] = std::minmax_element(
+          ok.begin(), ok.end(), [](auto a, auto b) { return *a->overhead < *b->overhead; });
+      overhead = fmt::format("{:.4f}", mean([](const RunRow& r) { return *r.overhead; }));
+      lo = fmt::format("{:.4f}", *(*least)->overhead);
+      hi = fmt::format("{:.4f}", *(*most)->overhead);
       peak = human_bytes(
-          static_cast<std::size_t>(mean([](const ReplayResult& x) { return x.peak_bytes; })));
-      evictions = fmt::format("{:.1f}", mean([](const ReplayResult& x) { return x.evictions; }));
+          static_cast<std::size_t>(mean([](const RunRow& r) { return r.result.peak_bytes; })));
+      evictions = fmt::format("{:.1f}", mean([](const RunRow& r) { return r.result.evictions; }));
       remats =
-          fmt::format("{:.1f}", mean([](const ReplayResult& x) { return x.rematerializations; }));
+          fmt::format("{:.1f}", mean([](const RunRow& r) { return r.result.rematerializations; }));
       metadata =
-          fmt::format("{:.0f}", mean([](const ReplayResult& x) { return x.metadata_accesses; }));
+          fmt::format("{:.0f}", mean([](const RunRow& r) { return r.result.metadata_accesses; }));
       if (best && *best > 0)
         vs_optimal =
-            fmt::format("{:.4f}", mean([](const ReplayResult& x) { return x.compute; }) / *best);
+            fmt::format("{:.4f}", mean([](const RunRow& r) { return r.result.compute; }) / *best);
       frag = human_bytes(static_cast<std::size_t>(
-          mean([](const ReplayResult& x) { return x.fragmentation_at_peak_bytes; })));
-      swapped = fmt::format("{:>11}  {:>10.4f}",
-                            human_bytes(static_cast<std::size_t>(
-                                mean([](const ReplayResult& x) { return x.swap_bytes; }))),
-                            mean([](const ReplayResult& x) {
-                              return x.compute > 0 ? x.swap_cost / x.compute : 0.0;
-                            }));
+          mean([](const RunRow& r) { return r.result.fragmentation_at_peak_bytes; })));
+      swapped = fmt::format(
+          "{:>11}  {:>10.4f}",
+          human_bytes(
+              static_cast<std::size_t>(mean([](const RunRow& r) { return r.result.swap_bytes; }))),
+          mean([](const RunRow& r) {
+            return r.result.compute > 0 ? r.result.swap_cost / r.result.compute : 0.0;
+          }));
     }
     std::printf("%-10s %-12s %12s %8s %-10s %9s %12s %10s %10s %12s%s%s%s  %19s %10s %10s\n",
                 heuristic.c_str(), f_.policy.c_str(),
