@@ -256,8 +256,8 @@ class Pool {
     Heuristics::NextParts parts;
     Cell* cell;
   };
-  struct FloorKey {  // a drawn cell's floor and its index in floor_scratch_
-    double floor;
+  struct FloorKey {  // a drawn cell's floor (as ordered bits) and its index in floor_scratch_
+    std::uint64_t order;
     std::uint32_t index;
   };
   std::vector<FloorKey> floor_order_scratch_;
