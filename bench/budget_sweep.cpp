@@ -270,9 +270,9 @@ class Sweep {
       const std::size_t warmup_peak = pool.stats().peak_resident_bytes;
       pool.reset_stats();
       w_.step();
-      // Under a new budget dtr-next gives each of its scores a trial step (dtr/score_choice.h);
-      // the timed steps are the ones after.
-      for (std::size_t i = 0; i < ScoreChoice::kScores && !pool.score_choice().settled() &&
+      // Under a new budget dtr-next gives each of its scores (and sample sizes) a trial step
+      // (dtr/score_choice.h); the timed steps are the ones after.
+      for (std::size_t i = 0; i < ScoreChoice::kOptions && !pool.score_choice().settled() &&
                               pool.config().heuristic == Heuristic::DtrNext;
            ++i)
         w_.step();

@@ -100,9 +100,10 @@ void Pool::configure(const DtrConfig& config) {
   config_ = config;
   config_.budget = config_.budget;
   rng_state_ = config.seed * 0x9E3779B97F4A7C15ull + 0x2545F4914F6CDD1Dull;
-  score_choice_ = {};  // a new run: dtr-next tries each score again
+  score_choice_ = ScoreChoice(prices_searches());  // a new run: dtr-next tries each again
   invalidate_all_walks();
   step_recompute_cost_ = 0;
+  step_draws_ = 0;
   rebuild_swappable();
   set_budget(budget);
 }
@@ -145,9 +146,13 @@ void Pool::end_step_learning(bool failed) {
   // A failed step stopped early; one that ran was compared only if it followed the last one.
   const bool comparable =
       !diverged_ && !last_step_.empty() && (failed || step_calls_ == last_step_.calls());
+  const double searches =
+      prices_searches() ? static_cast<double>(step_draws_) * kSecondsPerDraw : 0;
   score_choice_.end_step(config_.budget, comparable,
-                         failed ? std::numeric_limits<double>::infinity() : step_recompute_cost_);
+                         failed ? std::numeric_limits<double>::infinity() : step_recompute_cost_,
+                         searches);
   step_recompute_cost_ = 0;
+  step_draws_ = 0;
   if (!failed) std::swap(last_step_, this_step_);  // a step cut short predicts nothing
   this_step_.clear();
   ++step_;
@@ -260,6 +265,7 @@ void Pool::rebuild_swappable() {
 std::size_t Pool::sample_size() const {
   const std::size_t n = candidates_.size();
   if (config_.sample != 0) return config_.sample;
+  if (learns_steps() && score_choice_.small_sample()) return ScoreChoice::kSmallSample;
   return std::max<std::size_t>(
       256, static_cast<std::size_t>(std::ceil(2 * std::sqrt(static_cast<double>(n)))));
 }
@@ -336,6 +342,9 @@ bool Pool::evict_batch(std::size_t bytes, std::size_t headroom, double below) {
     drawn.push_back({Heuristics::next_parts(*this, *c), c});
     any_tiny = any_tiny || c->nbytes_ <= kTinyCell;
   };
+  const std::size_t drawn_now = std::min(k, n);
+  step_draws_ += drawn_now;
+  total_.candidates_drawn += drawn_now;
   if (k >= n) {
     for (Cell* c : candidates_) draw(c);
   } else {
@@ -362,8 +371,11 @@ bool Pool::evict_batch(std::size_t bytes, std::size_t headroom, double below) {
         draw(sample[j]);
       }
     }
-    if (best.empty() && drawn.empty())  // every sample was pinned: fall back to a full pass
+    if (best.empty() && drawn.empty()) {  // every sample was pinned: fall back to a full pass
+      step_draws_ += n;
+      total_.candidates_drawn += n;
       for (Cell* c : candidates_) draw(c);
+    }
   }
   if (by_floor) {
     // No tiny cell drawn: the first victim is the only one taken, so the best one is all that

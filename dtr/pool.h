@@ -298,6 +298,13 @@ class Pool {
   bool diverged_ = false;
   ScoreChoice score_choice_;
   double step_recompute_cost_ = 0;  // this step's rematerializations, in the cost model's units
+  std::uint64_t step_draws_ = 0;    // cells this step's searches drew
+  // dtr-next's trial steps weigh a search by its draws (ScoreChoice's small sample): the
+  // marginal search time per drawn cell on the prototype's TreeLSTM log at 0.3 of its peak
+  // (2-core AMD EPYC, dtr_sim with --sample 256 against 32: 33 ns), where the cost model is
+  // in seconds and the configuration leaves the sample to the pool.
+  static constexpr double kSecondsPerDraw = 30e-9;
+  bool prices_searches() const { return config_.cost == CostModel::Time && config_.sample == 0; }
   // Whether dtr-next scores by the last step now: it has one, this step follows it, and one of
   // its two scores that do is the one chosen.
   bool predicts() const {

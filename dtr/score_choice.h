@@ -4,12 +4,23 @@
 // first recomputes 67% less than dtr-eq on the LSTM at 0.3 of the peak but 11% more on
 // DenseNet-121 at 0.5; the damped one recomputes 24% less than the first on DenseNet-121 at
 // 0.4 but 28% more at 0.3), and a training step that repeats the last one tells which does
-// better here: each score gets one trial step under the budget, then the one that recomputed
+// better here: each score gets one trial step under the budget, then the one whose step cost
 // least keeps the steps, and each other one is tried again once kRetrySteps steps have passed
 // since its last trial (kernel times, and so the costs, drift).  Only a step that followed the
 // last one's calls to its end is compared.
+// Where searches are priced (the pool's cost model in seconds, its sample not fixed by the
+// configuration) each score is also tried with a small sample, kSmallSample cells drawn per
+// search: a step's cost is then what it recomputed plus its searches' draws at a nominal price
+// (Pool::kSecondsPerDraw).  Where values are evicted often between cheap ops the full sample's
+// draws cost more than the better victims save (the prototype's TreeLSTM log at 0.3 of its
+// peak: 6.6% of the step searching for 0.2% less recomputation), and elsewhere they do not
+// (DenseNet-121's at 0.3: 14% more recomputation with the small sample).  An option that
+// recomputed more than dtr-eq's trial with the full sample is not kept, however cheap its
+// searches: dtr-next recomputes no more than dtr-eq, and on a GPU the searches run on the host,
+// beside the kernels, where they may cost nothing.
 #pragma once
 #include <array>
+#include <cstddef>
 #include <cstdint>
 #include <limits>
 #include <optional>
@@ -21,54 +32,70 @@ class ScoreChoice {
   // In trial order; a tie goes to the earlier one.
   enum Score : std::uint8_t { Next = 0, Damped = 1, Eq = 2 };
   static constexpr std::size_t kScores = 3;
+  // The options: each score with the full sample, then (where searches are priced) each with
+  // the small one.
+  static constexpr std::size_t kOptions = 2 * kScores;
+  static constexpr std::size_t kSmallSample = 32;
   static constexpr std::uint64_t kRetrySteps = 32;
 
-  Score score() const { return score_; }
-  // The step just ended: under `budget`, recomputing `cost` (in the cost model's units), and
-  // whether it followed the last step's calls to the end.  A step that failed (the simulator's
-  // thrash limit) passes infinity.  Picks the score of the next step.
-  void end_step(std::optional<std::size_t> budget, bool comparable, double cost) {
+  explicit ScoreChoice(bool small_samples = false) : small_samples_(small_samples) {}
+
+  Score score() const { return static_cast<Score>(option_ % kScores); }
+  // Whether searches draw kSmallSample cells (at most) in place of the pool's full sample.
+  bool small_sample() const { return option_ >= kScores; }
+  std::size_t options() const { return small_samples_ ? kOptions : kScores; }
+  // The step just ended: under `budget`, recomputing `recompute` and searching for `searches`
+  // (both in the cost model's units), and whether it followed the last step's calls to the
+  // end.  A step that failed (the simulator's thrash limit) passes an infinite recompute.
+  // Picks the option of the next step.
+  void end_step(std::optional<std::size_t> budget, bool comparable, double recompute,
+                double searches = 0) {
     ++steps_;
     if (budget != budget_) {
       trials_ = {};
       budget_ = budget;
     }
     if (!budget || !comparable) {
-      score_ = Next;  // nothing to compare: a diverged step scores as dtr-eq anyway
+      option_ = 0;  // nothing to compare: a diverged step scores as dtr-eq anyway
       return;
     }
-    trials_[score_] = Trial{cost, steps_};
-    for (std::size_t s = 0; s < kScores; ++s) {
-      if (!trials_[s].cost) {
-        score_ = static_cast<Score>(s);
+    trials_[option_] = Trial{recompute + searches, recompute, steps_};
+    for (std::size_t o = 0; o < options(); ++o) {
+      if (!trials_[o].cost) {
+        option_ = o;
         return;
       }
     }
-    std::size_t best = 0;
-    for (std::size_t s = 1; s < kScores; ++s)
-      if (*trials_[s].cost < *trials_[best].cost) best = s;
-    // The other score tried longest ago, if its retry is due.
+    const double most = trials_[Eq].recompute;  // dtr-eq's, with the full sample
+    std::size_t best = Eq;
+    for (std::size_t o = 0; o < options(); ++o)
+      if (trials_[o].recompute <= most && (*trials_[o].cost < *trials_[best].cost ||
+                                           (*trials_[o].cost == *trials_[best].cost && o < best)))
+        best = o;
+    // The other option tried longest ago, if its retry is due.
     std::size_t stalest = best;
-    for (std::size_t s = 0; s < kScores; ++s)
-      if (s != best && (stalest == best || trials_[s].step < trials_[stalest].step)) stalest = s;
-    score_ = static_cast<Score>(steps_ - trials_[stalest].step >= kRetrySteps ? stalest : best);
+    for (std::size_t o = 0; o < options(); ++o)
+      if (o != best && (stalest == best || trials_[o].step < trials_[stalest].step)) stalest = o;
+    option_ = steps_ - trials_[stalest].step >= kRetrySteps ? stalest : best;
   }
-  // Whether every score has had a trial step under the current budget.
+  // Whether every option has had a trial step under the current budget.
   bool settled() const {
-    for (const Trial& t : trials_)
-      if (!t.cost) return false;
+    for (std::size_t o = 0; o < options(); ++o)
+      if (!trials_[o].cost) return false;
     return true;
   }
 
  private:
   struct Trial {
-    std::optional<double> cost;
+    std::optional<double> cost;  // recomputation and searches
+    double recompute = 0;
     std::uint64_t step = 0;
   };
-  std::array<Trial, kScores> trials_{};
+  std::array<Trial, kOptions> trials_{};
   std::optional<std::size_t> budget_;
   std::uint64_t steps_ = 0;
-  Score score_ = Next;
+  std::size_t option_ = 0;
+  bool small_samples_;
 };
 
 }  // namespace remat

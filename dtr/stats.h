@@ -12,6 +12,7 @@ struct DtrStats {
   std::uint64_t evictions = 0;
   std::uint64_t rematerializations = 0;  // record replays
   std::uint64_t metadata_accesses = 0;   // cells scored or walked by the heuristic
+  std::uint64_t candidates_drawn = 0;    // cells the searches drew (Pool::sample_size each)
   // Evictions chosen because their block joins free neighbours into one a request fits.
   std::uint64_t fragmentation_evictions = 0;
   std::uint64_t swap_outs = 0;     // values moved to host memory (DtrConfig::swap)
@@ -39,6 +40,7 @@ struct DtrStats {
     d.evictions -= base.evictions;
     d.rematerializations -= base.rematerializations;
     d.metadata_accesses -= base.metadata_accesses;
+    d.candidates_drawn -= base.candidates_drawn;
     d.fragmentation_evictions -= base.fragmentation_evictions;
     d.swap_outs -= base.swap_outs;
     d.swap_ins -= base.swap_ins;

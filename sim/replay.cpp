@@ -150,6 +150,7 @@ class Replayer {
     result.evictions = s.evictions;
     result.rematerializations = s.rematerializations;
     result.metadata_accesses = s.metadata_accesses;
+    result.candidates_drawn = s.candidates_drawn;
     result.search_seconds = s.search_seconds;
     result.bookkeeping_seconds = s.bookkeeping_seconds;
     result.fragmentation_evictions = s.fragmentation_evictions;
@@ -431,21 +432,24 @@ ReplayResult replay_after(const Program& previous, const Program& program,
   learn.compute_limit.reset();
   auto earlier = std::make_unique<Replayer>(previous, learn);
   ReplayResult result = earlier->run();
-  // A step that repeats: budgeted, a trial step for each score dtr-next chooses between
+  // A step that repeats: budgeted, a trial step for each option dtr-next chooses between
   // (dtr/score_choice.h), as the first budgeted steps of a training run would be; then the
-  // measured step.
+  // measured step.  Each step learns from the one before it once.
+  auto after_earlier = [&] {
+    auto next = std::make_unique<Replayer>(program, options);
+    next->learn_from(*earlier, result);
+    return next;
+  };
+  std::unique_ptr<Replayer> step = after_earlier();
   const bool repeats = &previous == &program;
-  for (std::size_t trials = 0; repeats && options.budget && trials < ScoreChoice::kScores;
+  for (std::size_t trials = 0;
+       repeats && options.budget && trials < ScoreChoice::kOptions && !step->score_settled();
        ++trials) {
-    auto trial = std::make_unique<Replayer>(program, options);
-    trial->learn_from(*earlier, result);
-    if (trial->score_settled()) break;
-    result = trial->run();
-    earlier = std::move(trial);
+    result = step->run();
+    earlier = std::move(step);
+    step = after_earlier();
   }
-  Replayer measured(program, options);
-  measured.learn_from(*earlier, result);
-  return measured.run();
+  return step->run();
 }
 
 }  // namespace remat::sim

@@ -63,7 +63,7 @@ struct ReplayResult {
   double recompute = 0;        // the recomputation part
   std::size_t peak_bytes = 0;  // resident bytes
   std::uint64_t calls = 0, executions = 0, evictions = 0, rematerializations = 0,
-                metadata_accesses = 0;
+                metadata_accesses = 0, candidates_drawn = 0;
   std::uint64_t fragmentation_evictions = 0;  // victims chosen to join free blocks
   // The pool's own work in this replay, measured (wall clock, this CPU): choosing victims, and
   // its bookkeeping.  The simulator's event loop and accounting are not in it.

@@ -1,6 +1,7 @@
-// dtr-next's choice among its two scores and dtr-eq's (dtr/score_choice.h): one trial step
-// each under a budget, then the one that recomputed least, the others retried now and then; a
-// new budget starts over, and steps that cannot be compared choose nothing.
+// dtr-next's choice among its two scores and dtr-eq's (dtr/score_choice.h), each with the full
+// sample and, where searches are priced, a small one: one trial step each under a budget, then
+// the one whose step cost least, the others retried now and then; a new budget starts over, and
+// steps that cannot be compared choose nothing.
 #include "dtr/score_choice.h"
 
 #include <gtest/gtest.h>
@@ -101,6 +102,55 @@ TEST(ScoreChoice, AStepOffTheLastOnesPathChoosesNothing) {
   c.end_step(kBudget, false, 0);  // diverged (another tree): recorded nowhere
   EXPECT_EQ(c.score(), ScoreChoice::Next);
   EXPECT_FALSE(c.settled());
+}
+
+TEST(ScoreChoice, WithoutPricedSearchesEverySampleIsTheFullOne) {
+  ScoreChoice c;
+  EXPECT_EQ(c.options(), ScoreChoice::kScores);
+  for (double cost : {5.0, 4.0, 3.0, 3.0}) {
+    EXPECT_FALSE(c.small_sample());
+    c.end_step(kBudget, true, cost);
+  }
+  EXPECT_TRUE(c.settled());
+  EXPECT_FALSE(c.small_sample());
+}
+
+TEST(ScoreChoice, PricedSearchesTryEachScoreWithTheSmallSampleToo) {
+  ScoreChoice c(true);
+  EXPECT_EQ(c.options(), ScoreChoice::kOptions);
+  const ScoreChoice::Score order[] = {ScoreChoice::Next, ScoreChoice::Damped, ScoreChoice::Eq};
+  // Trials: the three scores with the full sample, then with the small one.  The damped score
+  // with the small sample costs least.
+  const double costs[ScoreChoice::kOptions] = {5, 4, 6, 4.5, 3, 7};
+  for (std::size_t o = 0; o < ScoreChoice::kOptions; ++o) {
+    EXPECT_FALSE(c.settled()) << o;
+    EXPECT_EQ(c.score(), order[o % ScoreChoice::kScores]) << o;
+    EXPECT_EQ(c.small_sample(), o >= ScoreChoice::kScores) << o;
+    c.end_step(kBudget, true, costs[o]);
+  }
+  EXPECT_TRUE(c.settled());
+  EXPECT_EQ(c.score(), ScoreChoice::Damped);
+  EXPECT_TRUE(c.small_sample());
+  // A tie between the samples goes to the full one (tried first).
+  ScoreChoice d(true);
+  for (double cost : {5.0, 4.0, 6.0, 5.0, 4.0, 6.0}) d.end_step(kBudget, true, cost);
+  EXPECT_EQ(d.score(), ScoreChoice::Damped);
+  EXPECT_FALSE(d.small_sample());
+}
+
+// Searches priced: the least step cost is kept among the options that recomputed no more than
+// dtr-eq's trial with the full sample.
+TEST(ScoreChoice, AnOptionRecomputingMoreThanDtrEqIsNotKept) {
+  ScoreChoice c(true);
+  c.end_step(kBudget, true, 5, 4);      // dtr-next, full sample
+  c.end_step(kBudget, true, 5, 4);      // damped, full sample
+  c.end_step(kBudget, true, 5.5, 4);    // dtr-eq, full sample: the most any kept one recomputes
+  c.end_step(kBudget, true, 6, 0.5);    // dtr-next, small sample: cheapest, recomputes more
+  c.end_step(kBudget, true, 5.5, 0.5);  // damped, small sample
+  c.end_step(kBudget, true, 6, 0.5);    // dtr-eq, small sample
+  EXPECT_TRUE(c.settled());
+  EXPECT_EQ(c.score(), ScoreChoice::Damped);
+  EXPECT_TRUE(c.small_sample());
 }
 
 TEST(ScoreChoice, AFailedTrialLoses) {

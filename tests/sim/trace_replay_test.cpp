@@ -123,6 +123,7 @@ void expect_same_counts(const Recorded& real, const ReplayResult& sim, const std
   EXPECT_EQ(sim.evictions, real.stats.evictions) << what;
   EXPECT_EQ(sim.rematerializations, real.stats.rematerializations) << what;
   EXPECT_EQ(sim.metadata_accesses, real.stats.metadata_accesses) << what;
+  EXPECT_EQ(sim.candidates_drawn, real.stats.candidates_drawn) << what;
   EXPECT_EQ(sim.peak_bytes, real.stats.peak_resident_bytes - real.base) << what;
 }
 
