@@ -13,8 +13,8 @@
 // search: a step's cost is then what it recomputed plus its searches' draws at a nominal price
 // (Pool::kSecondsPerDraw).  Where values are evicted often between cheap ops the full sample's
 // draws cost more than the better victims save (the prototype's TreeLSTM log at 0.3 of its
-// peak: 6.6% of the step searching for 0.2% less recomputation), and elsewhere they do not
-// (DenseNet-121's at 0.3: 14% more recomputation with the small sample).  An option that
+// peak: 6.7% of the step searching, to recompute 0.2% of the step less), and elsewhere they
+// do not (DenseNet-121's at 0.3: 47% more recomputation with the small sample).  An option that
 // recomputed more than dtr-eq's trial with the full sample is not kept, however cheap its
 // searches: dtr-next recomputes no more than dtr-eq, and on a GPU the searches run on the host,
 // beside the kernels, where they may cost nothing.
