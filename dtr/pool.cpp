@@ -103,7 +103,7 @@ void Pool::configure(const DtrConfig& config) {
   score_choice_ = ScoreChoice(prices_searches());  // a new run: dtr-next tries each again
   invalidate_all_walks();
   step_recompute_cost_ = 0;
-  step_draws_ = 0;
+  step_start_draws_ = total_.candidates_drawn;
   rebuild_swappable();
   set_budget(budget);
 }
@@ -146,13 +146,13 @@ void Pool::end_step_learning(bool failed) {
   // A failed step stopped early; one that ran was compared only if it followed the last one.
   const bool comparable =
       !diverged_ && !last_step_.empty() && (failed || step_calls_ == last_step_.calls());
-  const double searches =
-      prices_searches() ? static_cast<double>(step_draws_) * kSecondsPerDraw : 0;
+  const std::uint64_t draws = total_.candidates_drawn - step_start_draws_;
+  const double searches = prices_searches() ? static_cast<double>(draws) * kSecondsPerDraw : 0;
   score_choice_.end_step(config_.budget, comparable,
                          failed ? std::numeric_limits<double>::infinity() : step_recompute_cost_,
                          searches);
   step_recompute_cost_ = 0;
-  step_draws_ = 0;
+  step_start_draws_ = total_.candidates_drawn;
   if (!failed) std::swap(last_step_, this_step_);  // a step cut short predicts nothing
   this_step_.clear();
   ++step_;
@@ -342,9 +342,7 @@ bool Pool::evict_batch(std::size_t bytes, std::size_t headroom, double below) {
     drawn.push_back({Heuristics::next_parts(*this, *c), c});
     any_tiny = any_tiny || c->nbytes_ <= kTinyCell;
   };
-  const std::size_t drawn_now = std::min(k, n);
-  step_draws_ += drawn_now;
-  total_.candidates_drawn += drawn_now;
+  total_.candidates_drawn += std::min(k, n);
   if (k >= n) {
     for (Cell* c : candidates_) draw(c);
   } else {
@@ -372,7 +370,6 @@ bool Pool::evict_batch(std::size_t bytes, std::size_t headroom, double below) {
       }
     }
     if (best.empty() && drawn.empty()) {  // every sample was pinned: fall back to a full pass
-      step_draws_ += n;
       total_.candidates_drawn += n;
       for (Cell* c : candidates_) draw(c);
     }

@@ -297,8 +297,8 @@ class Pool {
   std::uint64_t program_calls_ = 0;
   bool diverged_ = false;
   ScoreChoice score_choice_;
-  double step_recompute_cost_ = 0;  // this step's rematerializations, in the cost model's units
-  std::uint64_t step_draws_ = 0;    // cells this step's searches drew
+  double step_recompute_cost_ = 0;      // this step's rematerializations, in the cost model's units
+  std::uint64_t step_start_draws_ = 0;  // total_.candidates_drawn when this step began
   // dtr-next's trial steps weigh a search by its draws (ScoreChoice's small sample): the
   // marginal search time per drawn cell on the prototype's TreeLSTM log at 0.3 of its peak
   // (2-core AMD EPYC, dtr_sim with --sample 256 against 32: 33 ns), where the cost model is
