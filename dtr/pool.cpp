@@ -282,9 +282,18 @@ bool Pool::evict_batch(std::size_t bytes, std::size_t headroom, double below) {
   if (n == 0) return false;
   const std::size_t k = sample_size();
   // Victims taken from one sample: the best-scored first, at most a quarter of the sample (the
-  // first, and after it tiny cells only, see below).
+  // first, and after it only cells taken along, see below).
   constexpr std::size_t kVictimShare = 4;
   std::size_t max_victims = std::max<std::size_t>(1, std::min(k, n) / kVictimShare);
+  // Cells taken along after the first victim: tiny ones, and those whose own kernel costs less
+  // than this search (its draws at kSecondsPerDraw each): evicted early, one costs at most its
+  // kernel again, less than the search it spares.  (On our TreeLSTM's trace, kernels of 1.7 us
+  // on average, this halved the search time at 0.3 to 0.6 of the peak with the same
+  // recomputation; no op of the prototype's GPU logs is that cheap.)
+  const double search_price = static_cast<double>(std::min(k, n)) * kSecondsPerDraw;
+  auto taken_along = [&](const Cell* c) {
+    return c->nbytes_ <= kTinyCell || (c->record_ && c->record_->seconds <= search_price);
+  };
   using Scored = ScoredVictim;
   // Lower score first, ties to the lower cell id: the order victims are taken in.
   auto before = [](const Scored& a, const Scored& b) {
@@ -292,12 +301,12 @@ bool Pool::evict_batch(std::size_t bytes, std::size_t headroom, double below) {
   };
   std::vector<Scored>& best = victim_scratch_;  // the max_victims best so far, a max-heap
   best.clear();
-  // The two best exact scores of cells larger than kTinyCell.  Only the first victim and the
-  // tiny cells ranked before the next larger cell are taken (below), so no score past the
+  // The two best exact scores of cells not taken along.  Only the first victim and the cells
+  // taken along ranked before the next other cell are taken (below), so no score past the
   // second matters: a walk past it may stop early too, and the victims stay the same (dtr_sim
   // on the prototype's logs, larger cells bounded so: 24% to 42% fewer metadata accesses under
   // dtr-next, msps, e* and dtr; tiny cells too: dtr-next's 0.78x again).
-  // When no tiny cell was drawn, only the first victim is taken: no score past the best
+  // When no cell to take along was drawn, only the first victim is taken: no score past the best
   // matters (dtr-next on the LSTM and TreeLSTM logs scored half the drawn cells exactly for
   // the second-best one).
   constexpr double kNone = std::numeric_limits<double>::infinity();
@@ -307,17 +316,17 @@ bool Pool::evict_batch(std::size_t bytes, std::size_t headroom, double below) {
   // the score without that walk, so the bounds tighten first and a candidate whose floor is
   // past them is not walked at all.  Other heuristics score in the order drawn.
   const bool by_floor = learns_steps() && predicts();
-  bool any_tiny = false;  // drawn, in the floor order: known before any cell is scored
+  bool any_along = false;  // drawn, in the floor order: known before any cell is scored
   // A score past the worst kept one cannot enter the kept set, nor one past the large bound be
   // taken: walks stop there, and so does the floor order below.
   auto search_bound = [&] {
-    const double large = by_floor && !any_tiny ? large_best : large_second;
+    const double large = by_floor && !any_along ? large_best : large_second;
     return std::min(best.size() < max_victims ? kNone : best.front().score, large);
   };
   auto consider = [&](Cell* c, const Heuristics::NextParts* parts) {
     if (c->pins_ > 0) return;
     const double bound = search_bound();
-    const bool large = c->nbytes_ > kTinyCell;
+    const bool large = !taken_along(c);
     const Scored s{
         parts ? Heuristics::score(*this, *c, *parts, bound) : Heuristics::score(*this, *c, bound),
         c};
@@ -340,7 +349,7 @@ bool Pool::evict_batch(std::size_t bytes, std::size_t headroom, double below) {
     if (!by_floor) return consider(c, nullptr);
     if (c->pins_ > 0) return;
     drawn.push_back({Heuristics::next_parts(*this, *c), c});
-    any_tiny = any_tiny || c->nbytes_ <= kTinyCell;
+    any_along = any_along || taken_along(c);
   };
   total_.candidates_drawn += std::min(k, n);
   if (k >= n) {
@@ -375,13 +384,13 @@ bool Pool::evict_batch(std::size_t bytes, std::size_t headroom, double below) {
     }
   }
   if (by_floor) {
-    // No tiny cell drawn: the first victim is the only one taken, so the best one is all that
+    // None to take along drawn: the first victim is the only one taken, so the best one is all that
     // is kept (ordering and sorting the others was a fifth of TreeLSTM's search at 0.3).
-    if (!any_tiny) max_victims = 1;
+    if (!any_along) max_victims = 1;
     // Scored once: consider() takes the parts next_parts computed for the floor, in floor
     // order, ties to the lower index.  Both bounds only fall and every later floor is at least
     // this one: a floor past either ends the loop.  (Past the second-best large score, even a
-    // tiny cell would be taken after a larger one, which the loop taking victims below never
+    // cell taken along would be taken after another, which the loop taking victims below never
     // does.)  The loop mostly stops within the first few dozen of the 256 drawn: the lowest
     // floors are found by a scan until the bounds are finite, then every floor already past
     // them is dropped and the rest come off a heap (TreeLSTM's log at 0.3: 147 of 255 left, 52
@@ -470,11 +479,11 @@ bool Pool::evict_batch(std::size_t bytes, std::size_t headroom, double below) {
   bool any = false;
   for (const Scored& s : best) {
     Cell& c = *s.cell;
-    // After the first victim only tiny cells are taken, to the request and on to the headroom:
+    // After the first victim only cells taken along are, to the request and on to the headroom:
     // for them a search per victim is what costs, while larger cells taken on stale scores
     // (a fresh search would see their neighbourhoods changed) only add recomputation.
     const bool done =
-        config_.single_victim || c.nbytes_ > kTinyCell || (freed >= bytes && freed >= headroom);
+        config_.single_victim || !taken_along(&c) || (freed >= bytes && freed >= headroom);
     if (any && (done || c.mark_ == stamp)) {
       if (done) break;
       continue;

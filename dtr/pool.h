@@ -175,7 +175,7 @@ class Pool {
   void on_cell_destroyed(Cell& cell);
   void make_room(std::size_t bytes, std::string_view op);
   void replay(Record& record, std::string_view op);
-  // Evicts victims of one sampled search until `bytes` are freed, and tiny ones on to
+  // Evicts victims of one sampled search until `bytes` are freed, and tiny or cheap ones on to
   // `headroom` (see make_room), only those scoring below `below` (a priced swap's score); false
   // when nothing was evicted.
   bool evict_batch(std::size_t bytes, std::size_t headroom,

@@ -28,7 +28,8 @@ ScoreChoice chosen(bool small) {
 }
 
 TEST_F(SmallSample, ASearchDrawsTheSmallSampleOnceTheTrialsChoseIt) {
-  constexpr std::size_t kCells = 100, kFloats = 4096;  // 16 KiB each: no batch of tiny cells
+  // 256 KiB each: neither tiny nor cheaper to recompute than a search, so no batch is taken.
+  constexpr std::size_t kCells = 100, kFloats = 65536;
   for (bool small : {true, false}) {
     DtrConfig cfg = saved_;
     cfg.heuristic = Heuristic::DtrNext;
