@@ -104,6 +104,7 @@ void Pool::configure(const DtrConfig& config) {
   invalidate_all_walks();
   step_recompute_cost_ = 0;
   step_start_draws_ = total_.candidates_drawn;
+  step_start_compute_ = total_.compute_seconds;
   rebuild_swappable();
   set_budget(budget);
 }
@@ -150,9 +151,10 @@ void Pool::end_step_learning(bool failed) {
   const double searches = prices_searches() ? static_cast<double>(draws) * kSecondsPerDraw : 0;
   score_choice_.end_step(config_.budget, comparable,
                          failed ? std::numeric_limits<double>::infinity() : step_recompute_cost_,
-                         searches);
+                         searches, total_.compute_seconds - step_start_compute_);
   step_recompute_cost_ = 0;
   step_start_draws_ = total_.candidates_drawn;
+  step_start_compute_ = total_.compute_seconds;
   if (!failed) std::swap(last_step_, this_step_);  // a step cut short predicts nothing
   this_step_.clear();
   ++step_;

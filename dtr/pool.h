@@ -299,6 +299,7 @@ class Pool {
   ScoreChoice score_choice_;
   double step_recompute_cost_ = 0;      // this step's rematerializations, in the cost model's units
   std::uint64_t step_start_draws_ = 0;  // total_.candidates_drawn when this step began
+  double step_start_compute_ = 0;       // total_.compute_seconds when this step began
   // dtr-next's trial steps weigh a search by its draws (ScoreChoice's small sample): the
   // marginal search time per drawn cell on the prototype's TreeLSTM log at 0.3 of its peak
   // (2-core AMD EPYC, dtr_sim with --sample 256 against 32: 33 ns), where the cost model is

@@ -18,6 +18,13 @@
 // recomputed more than dtr-eq's trial with the full sample is not kept, however cheap its
 // searches: dtr-next recomputes no more than dtr-eq, and on a GPU the searches run on the host,
 // beside the kernels, where they may cost nothing.
+// Steps that did not follow the last one (a dynamic model's, a different tree every step) score
+// as dtr-eq and compare only the two samples, each step's cost taken per second of its original
+// calls' kernel time, since the steps differ: the full sample first, then the small one, then
+// the cheaper, the other retried after kRetrySteps.  There no step can be replayed under both,
+// and the small sample is kept when it costs less in all, though it may recompute more (our
+// TreeLSTM's trace, kernels of 1.7 us on average: with 32 draws the same recomputation at 0.3
+// of its peak and half the search time).
 #pragma once
 #include <array>
 #include <cstddef>
@@ -46,17 +53,23 @@ class ScoreChoice {
   std::size_t options() const { return small_samples_ ? kOptions : kScores; }
   // The step just ended: under `budget`, recomputing `recompute` and searching for `searches`
   // (both in the cost model's units), and whether it followed the last step's calls to the
-  // end.  A step that failed (the simulator's thrash limit) passes an infinite recompute.
-  // Picks the option of the next step.
+  // end; `compute`, its original calls' kernel seconds, weighs a step that did not.  A step
+  // that failed (the simulator's thrash limit) passes an infinite recompute.  Picks the option
+  // of the next step.
   void end_step(std::optional<std::size_t> budget, bool comparable, double recompute,
-                double searches = 0) {
+                double searches = 0, double compute = 0) {
     ++steps_;
     if (budget != budget_) {
       trials_ = {};
+      diverged_ = {};
       budget_ = budget;
     }
-    if (!budget || !comparable) {
-      option_ = 0;  // nothing to compare: a diverged step scores as dtr-eq anyway
+    if (!budget) {
+      option_ = 0;
+      return;
+    }
+    if (!comparable) {
+      option_ = diverged_option(recompute + searches, compute);
       return;
     }
     trials_[option_] = Trial{recompute + searches, recompute, steps_};
@@ -86,6 +99,24 @@ class ScoreChoice {
   }
 
  private:
+  // After a step that did not follow the last one (scored as dtr-eq whatever the option):
+  // dtr-next's option with the sample chosen for such steps.
+  std::size_t diverged_option(double cost, double compute) {
+    if (!small_samples_ || !(compute > 0)) return Next;
+    diverged_[small_sample() ? 1 : 0] = DivergedTrial{cost / compute, steps_};
+    if (!diverged_[0].cost) return Next;
+    if (!diverged_[1].cost) return kScores + Next;
+    const std::size_t best = *diverged_[1].cost < *diverged_[0].cost ? 1 : 0;
+    const std::size_t other = 1 - best;
+    const std::size_t pick = steps_ - diverged_[other].step >= kRetrySteps ? other : best;
+    return (pick == 1 ? kScores : 0) + Next;
+  }
+
+  struct DivergedTrial {
+    std::optional<double> cost;  // per second of the step's original calls
+    std::uint64_t step = 0;
+  };
+  std::array<DivergedTrial, 2> diverged_{};  // the full sample's, the small one's
   struct Trial {
     std::optional<double> cost;  // recomputation and searches
     double recompute = 0;

@@ -1,7 +1,7 @@
 // dtr-next's choice among its two scores and dtr-eq's (dtr/score_choice.h), each with the full
 // sample and, where searches are priced, a small one: one trial step each under a budget, then
 // the one whose step cost least, the others retried now and then; a new budget starts over, and
-// steps that cannot be compared choose nothing.
+// steps that cannot be compared choose only the sample.
 #include "dtr/score_choice.h"
 
 #include <gtest/gtest.h>
@@ -151,6 +151,36 @@ TEST(ScoreChoice, AnOptionRecomputingMoreThanDtrEqIsNotKept) {
   EXPECT_TRUE(c.settled());
   EXPECT_EQ(c.score(), ScoreChoice::Damped);
   EXPECT_TRUE(c.small_sample());
+}
+
+// Steps that did not follow the last one compare the two samples per second of their calls'
+// kernel time: the full sample first, the small one next, then the cheaper, the other retried
+// after kRetrySteps.
+TEST(ScoreChoice, DivergedStepsChooseTheSampleCheaperPerSecondOfCompute) {
+  ScoreChoice c(true);
+  EXPECT_FALSE(c.small_sample());
+  c.end_step(kBudget, false, 2, 2, 10);  // full sample: 0.4 per second of compute
+  EXPECT_TRUE(c.small_sample());
+  c.end_step(kBudget, false, 3, 1, 20);  // small sample: 0.2, though it recomputed more
+  EXPECT_TRUE(c.small_sample());
+  EXPECT_EQ(c.score(), ScoreChoice::Next);  // no prediction in such a step anyway
+  for (std::uint64_t i = 2; i < ScoreChoice::kRetrySteps; ++i) {
+    c.end_step(kBudget, false, 3, 1, 20);
+    EXPECT_TRUE(c.small_sample()) << i;
+  }
+  c.end_step(kBudget, false, 3, 1, 20);  // the full sample's retry is due
+  EXPECT_FALSE(c.small_sample());
+  c.end_step(kBudget, false, 1, 1, 20);  // now 0.1: the full sample is kept
+  EXPECT_FALSE(c.small_sample());
+}
+
+TEST(ScoreChoice, DivergedStepsKeepTheFullSampleWhereSearchesAreNotPriced) {
+  ScoreChoice c;
+  for (int i = 0; i < 4; ++i) {
+    c.end_step(kBudget, false, 2, 0, 10);
+    EXPECT_FALSE(c.small_sample());
+    EXPECT_EQ(c.score(), ScoreChoice::Next);
+  }
 }
 
 TEST(ScoreChoice, AFailedTrialLoses) {
