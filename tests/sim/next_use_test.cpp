@@ -4,46 +4,28 @@
 // called other ops, dtr-next is exactly dtr-eq.
 #include "sim/read.h"
 #include "sim/runs.h"
+#include "support/sim_log.h"
 #include "support/test_util.h"
 
 namespace remat::sim {
 namespace {
 
-std::string call(const std::string& op, const std::string& out,
-                 const std::vector<std::string>& args, std::size_t bytes) {
-  std::string list;
-  for (const auto& a : args) list += (list.empty() ? "\"" : ",\"") + a + "\"";
-  return fmt::format(
-      R"({{"INSTRUCTION":"CALL","NAME":"{0}","ARGS":[{2}],"RESULT":["{1}"],"TIME":"1000"}})"
-      "\n"
-      R"({{"INSTRUCTION":"MEMORY","NAME":"{1}","MEMORY":"{3}"}})"
-      "\n"
-      R"({{"INSTRUCTION":"ALIAS","NAME":"{1}","ALIAS":"-1"}})"
-      "\n",
-      op, out, list, bytes);
-}
-std::string release(const std::string& name) {
-  return fmt::format(R"({{"INSTRUCTION":"RELEASE","NAME":"{}"}})"
-                     "\n",
-                     name);
-}
+using testing::log_call;
+using testing::log_release;
 
 // A log's first lines: START and the constant x (1 KiB).
 std::string start_with_x() {
-  return R"({"INSTRUCTION":"ANNOTATE","ANNOTATION":"START"}
-{"INSTRUCTION":"CONSTANT","NAME":"x"}
-{"INSTRUCTION":"MEMORY","NAME":"x","MEMORY":"1024"}
-)";
+  return testing::log_start() + testing::log_constant("x", 1024);
 }
 
 // x (constant, 1 KiB); q = f(x); p = f(x); r = g(p), small; s = f(x) must evict q or p;
 // t = g(q, s); u = g(p).  `second_op` names the second call (another name: a diverged step).
 Program program(const std::string& second_op = "f") {
   std::string text = start_with_x();
-  text += call("f", "q", {"x"}, 1024) + call(second_op, "p", {"x"}, 1024) +
-          call("g", "r", {"p"}, 4) + release("r") + call("f", "s", {"x"}, 1024) +
-          call("g", "t", {"q", "s"}, 4) + release("t") + call("g", "u", {"p"}, 4) + release("u") +
-          release("q") + release("p") + release("s");
+  text += log_call("f", "q", {"x"}, 1024) + log_call(second_op, "p", {"x"}, 1024) +
+          log_call("g", "r", {"p"}, 4) + log_release("r") + log_call("f", "s", {"x"}, 1024) +
+          log_call("g", "t", {"q", "s"}, 4) + log_release("t") + log_call("g", "u", {"p"}, 4) +
+          log_release("u") + log_release("q") + log_release("p") + log_release("s");
   return parse_program(text, "next.log");
 }
 
@@ -85,10 +67,12 @@ TEST(NextUse, ADivergedStepFallsBackToDtrEq) {
 // evicting v costs one.
 Program gone_inputs() {
   std::string text = start_with_x();
-  text += call("f", "a", {"x"}, 64) + call("f", "b", {"a"}, 64) + call("f", "l", {"b"}, 1024) +
-          call("f", "v", {"x"}, 1024) + call("f", "w", {"x"}, 1024) + release("a") + release("b") +
-          call("h", "o1", {"w"}, 4) + release("o1") + release("w") + call("h", "o2", {"v"}, 4) +
-          release("o2") + call("h", "o3", {"l"}, 4) + release("o3") + release("l") + release("v");
+  text += log_call("f", "a", {"x"}, 64) + log_call("f", "b", {"a"}, 64) +
+          log_call("f", "l", {"b"}, 1024) + log_call("f", "v", {"x"}, 1024) +
+          log_call("f", "w", {"x"}, 1024) + log_release("a") + log_release("b") +
+          log_call("h", "o1", {"w"}, 4) + log_release("o1") + log_release("w") +
+          log_call("h", "o2", {"v"}, 4) + log_release("o2") + log_call("h", "o3", {"l"}, 4) +
+          log_release("o3") + log_release("l") + log_release("v");
   return parse_program(text, "gone.log");
 }
 
@@ -108,13 +92,14 @@ TEST(NextUse, KeepsAValueWhoseInputsAreGoneByItsNextUse) {
 // instead rebuilds b and c once each.
 Program needed_by_evicted() {
   std::string text = start_with_x();
-  text += call("f", "a", {"x"}, 1024) + call("f", "b", {"a"}, 1024) + call("f", "c", {"x"}, 1024) +
-          call("h", "o1", {"a"}, 4) + release("o1") + call("f", "d", {"x"}, 1024) + release("d") +
-          call("h", "o2", {"b"}, 4) + release("o2") + release("b") + call("h", "o3", {"c"}, 4) +
-          release("o3") + release("c");
+  text += log_call("f", "a", {"x"}, 1024) + log_call("f", "b", {"a"}, 1024) +
+          log_call("f", "c", {"x"}, 1024) + log_call("h", "o1", {"a"}, 4) + log_release("o1") +
+          log_call("f", "d", {"x"}, 1024) + log_release("d") + log_call("h", "o2", {"b"}, 4) +
+          log_release("o2") + log_release("b") + log_call("h", "o3", {"c"}, 4) + log_release("o3") +
+          log_release("c");
   for (int i = 0; i < 10; ++i)  // a's own read comes much later
-    text += call("h", "k" + std::to_string(i), {"x"}, 4) + release("k" + std::to_string(i));
-  text += call("h", "o4", {"a"}, 4) + release("o4") + release("a");
+    text += log_call("h", "k" + std::to_string(i), {"x"}, 4) + log_release("k" + std::to_string(i));
+  text += log_call("h", "o4", {"a"}, 4) + log_release("o4") + log_release("a");
   return parse_program(text, "needed.log");
 }
 

@@ -4,6 +4,7 @@
 #include "core/segment_allocator.h"
 #include "sim/read.h"
 #include "sim/runs.h"
+#include "support/sim_log.h"
 #include "support/test_util.h"
 
 namespace remat::sim {
@@ -12,20 +13,9 @@ namespace {
 constexpr std::size_t kKiB = 1024;
 
 std::string call(const std::string& out, const std::string& arg, std::size_t bytes) {
-  return fmt::format(
-      R"({{"INSTRUCTION":"CALL","NAME":"f","ARGS":["{1}"],"RESULT":["{0}"],"TIME":"1000"}})"
-      "\n"
-      R"({{"INSTRUCTION":"MEMORY","NAME":"{0}","MEMORY":"{2}"}})"
-      "\n"
-      R"({{"INSTRUCTION":"ALIAS","NAME":"{0}","ALIAS":"-1"}})"
-      "\n",
-      out, arg, bytes);
+  return testing::log_call("f", out, {arg}, bytes);
 }
-std::string release(const std::string& name) {
-  return fmt::format(R"({{"INSTRUCTION":"RELEASE","NAME":"{}"}})"
-                     "\n",
-                     name);
-}
+using testing::log_release;
 
 // One 2 MiB segment: x (512 B), then a, b, c, d of 510 KiB each; b and d die, leaving 1,027.5
 // KiB free in two holes of 510 and 517.5 KiB; then y of 1,000 KiB.
@@ -35,8 +25,8 @@ Program holes() {
 {"INSTRUCTION":"MEMORY","NAME":"x","MEMORY":"512"}
 )";
   for (const char* n : {"a", "b", "c", "d"}) text += call(n, "x", 510 * kKiB);
-  text += release("b") + release("d") + call("y", "x", 1000 * kKiB) + release("y") + release("a") +
-          release("c");
+  text += log_release("b") + log_release("d") + call("y", "x", 1000 * kKiB) + log_release("y") +
+          log_release("a") + log_release("c");
   return parse_program(text, "holes.log");
 }
 

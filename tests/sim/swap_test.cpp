@@ -2,6 +2,7 @@
 // compute, and --swap-priced lets the pool evict instead when the copies cost more.
 #include "sim/read.h"
 #include "sim/runs.h"
+#include "support/sim_log.h"
 #include "support/test_util.h"
 
 namespace remat::sim {
@@ -9,30 +10,11 @@ namespace {
 
 constexpr std::size_t kMiB = 1 << 20;
 
-std::string constant(const std::string& name, std::size_t bytes) {
-  return fmt::format(R"({{"INSTRUCTION":"CONSTANT","NAME":"{0}"}})"
-                     "\n"
-                     R"({{"INSTRUCTION":"MEMORY","NAME":"{0}","MEMORY":"{1}"}})"
-                     "\n",
-                     name, bytes);
-}
 std::string call(const std::string& out, const std::string& arg, std::size_t bytes) {
-  return fmt::format(
-      R"({{"INSTRUCTION":"CALL","NAME":"f","ARGS":["{1}"],"RESULT":["{0}"],"TIME":"1000"}})"
-      "\n"
-      R"({{"INSTRUCTION":"MEMORY","NAME":"{0}","MEMORY":"{2}"}})"
-      "\n"
-      R"({{"INSTRUCTION":"ALIAS","NAME":"{0}","ALIAS":"-1"}})"
-      "\n",
-      out, arg, bytes);
+  return testing::log_call("f", out, {arg}, bytes);
 }
-std::string release(const std::string& name) {
-  return fmt::format(R"({{"INSTRUCTION":"RELEASE","NAME":"{}"}})"
-                     "\n",
-                     name);
-}
-const char* kStart = R"({"INSTRUCTION":"ANNOTATE","ANNOTATION":"START"})"
-                     "\n";
+using testing::log_constant;
+using testing::log_release;
 
 RunOptions unit_cost() {
   RunOptions o;
@@ -44,10 +26,10 @@ RunOptions unit_cost() {
 
 // Two constants of 1 MiB read in turn; a budget of 1.5 MiB holds one of them at a time.
 TEST(SimSwap, CopiesAreChargedToTheComputeAtTheirPrice) {
-  std::string text = std::string(kStart) + constant("x", kMiB) + constant("y", kMiB);
+  std::string text = testing::log_start() + log_constant("x", kMiB) + log_constant("y", kMiB);
   for (const char* out : {"a", "b", "c", "d"})
     text += call(out, out[0] % 2 ? "x" : "y", 1024);  // a, c read x; b, d read y
-  for (const char* n : {"a", "b", "c", "d", "x", "y"}) text += release(n);
+  for (const char* n : {"a", "b", "c", "d", "x", "y"}) text += log_release(n);
   const Program p = parse_program(text, "two-constants.log");
   RunOptions o = unit_cost();
   o.swap_cost_per_byte = 1e-6;
@@ -71,10 +53,10 @@ TEST(SimSwap, CopiesAreChargedToTheComputeAtTheirPrice) {
 // only two of the three (y dies before a is read again): swapping first moves x out; priced far
 // above a's one call, a is evicted and rebuilt.
 TEST(SimSwap, PricedSwapsLoseToACheapEviction) {
-  const std::string text = std::string(kStart) + constant("x", kMiB) + call("a", "x", kMiB) +
-                           constant("y", kMiB) + call("b", "y", 1024) + release("b") +
-                           release("y") + call("c", "a", 1024) + release("a") + release("c") +
-                           release("x");
+  const std::string text = testing::log_start() + log_constant("x", kMiB) + call("a", "x", kMiB) +
+                           log_constant("y", kMiB) + call("b", "y", 1024) + log_release("b") +
+                           log_release("y") + call("c", "a", 1024) + log_release("a") +
+                           log_release("c") + log_release("x");
   const Program p = parse_program(text, "price.log");
   RunOptions o = unit_cost();
   o.swap_cost_per_byte = 1;  // a MiB's copy costs a million calls

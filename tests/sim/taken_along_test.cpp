@@ -3,6 +3,7 @@
 // then pays for several victims.  Cells neither tiny nor that cheap get a search each.
 #include "sim/read.h"
 #include "sim/runs.h"
+#include "support/sim_log.h"
 #include "support/test_util.h"
 
 namespace remat::sim {
@@ -13,28 +14,12 @@ constexpr std::size_t kCells = 100, kCellBytes = 16384;  // above Pool::kTinyCel
 // x (constant); kCells values f(x) of kCellBytes, each `time_ns` long, all held; then one more,
 // which finds half its bytes free; then all are released.
 Program program(int time_ns) {
-  std::string text = R"({"INSTRUCTION":"ANNOTATE","ANNOTATION":"START"}
-{"INSTRUCTION":"CONSTANT","NAME":"x"}
-{"INSTRUCTION":"MEMORY","NAME":"x","MEMORY":"1024"}
-)";
-  auto call = [&](const std::string& out) {
-    text += fmt::format(
-        R"({{"INSTRUCTION":"CALL","NAME":"f","ARGS":["x"],"RESULT":["{0}"],"TIME":"{1}"}})"
-        "\n"
-        R"({{"INSTRUCTION":"MEMORY","NAME":"{0}","MEMORY":"{2}"}})"
-        "\n"
-        R"({{"INSTRUCTION":"ALIAS","NAME":"{0}","ALIAS":"-1"}})"
-        "\n",
-        out, time_ns, kCellBytes);
-  };
-  for (std::size_t i = 0; i < kCells; ++i) call(fmt::format("c{}", i));
-  call("y");
+  std::string text = testing::log_start() + testing::log_constant("x", 1024);
   for (std::size_t i = 0; i < kCells; ++i)
-    text += fmt::format(R"({{"INSTRUCTION":"RELEASE","NAME":"c{}"}})"
-                        "\n",
-                        i);
-  text += R"({"INSTRUCTION":"RELEASE","NAME":"y"})"
-          "\n";
+    text += testing::log_call("f", fmt::format("c{}", i), {"x"}, kCellBytes, time_ns);
+  text += testing::log_call("f", "y", {"x"}, kCellBytes, time_ns);
+  for (std::size_t i = 0; i < kCells; ++i) text += testing::log_release(fmt::format("c{}", i));
+  text += testing::log_release("y");
   return parse_program(text, "taken_along.log");
 }
 
