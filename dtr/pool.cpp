@@ -292,9 +292,13 @@ bool Pool::evict_batch(std::size_t bytes, std::size_t headroom, double below) {
   // kernel again, less than the search it spares.  (On our TreeLSTM's trace, kernels of 1.7 us
   // on average, this halved the search time at 0.3 to 0.6 of the peak with the same
   // recomputation; no op of the prototype's GPU logs is that cheap.)
+  // On a CUDA device a record's seconds are its launch's host time (the kernels run
+  // asynchronously), not the kernel's: there no cell is taken along for its cost.
+  const bool by_cost = !device_.is_cuda();
   const double search_price = static_cast<double>(std::min(k, n)) * kSecondsPerDraw;
   auto taken_along = [&](const Cell* c) {
-    return c->nbytes_ <= kTinyCell || (c->record_ && c->record_->seconds <= search_price);
+    return c->nbytes_ <= kTinyCell ||
+           (by_cost && c->record_ && c->record_->seconds <= search_price);
   };
   using Scored = ScoredVictim;
   // Lower score first, ties to the lower cell id: the order victims are taken in.
