@@ -303,7 +303,8 @@ class Pool {
   // dtr-next's trial steps weigh a search by its draws (ScoreChoice's small sample): the
   // marginal search time per drawn cell on the prototype's TreeLSTM log at 0.3 of its peak
   // (2-core AMD EPYC, dtr_sim with --sample 256 against 32: 33 ns), where the cost model is
-  // in seconds and the configuration leaves the sample to the pool.
+  // in seconds and the configuration leaves the sample to the pool.  evict_batch prices a
+  // search the same way to tell which cells are cheaper to take along than to search for.
   static constexpr double kSecondsPerDraw = 30e-9;
   bool prices_searches() const { return config_.cost == CostModel::Time && config_.sample == 0; }
   // Whether dtr-next scores by the last step now: it has one, this step follows it, and one of

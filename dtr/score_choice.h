@@ -103,7 +103,7 @@ class ScoreChoice {
   // dtr-next's option with the sample chosen for such steps.
   std::size_t diverged_option(double cost, double compute) {
     if (!small_samples_ || !(compute > 0)) return Next;
-    diverged_[small_sample() ? 1 : 0] = DivergedTrial{cost / compute, steps_};
+    diverged_[small_sample() ? 1 : 0] = Trial{cost / compute, 0, steps_};
     if (!diverged_[0].cost) return Next;
     if (!diverged_[1].cost) return kScores + Next;
     const std::size_t best = *diverged_[1].cost < *diverged_[0].cost ? 1 : 0;
@@ -112,17 +112,15 @@ class ScoreChoice {
     return (pick == 1 ? kScores : 0) + Next;
   }
 
-  struct DivergedTrial {
-    std::optional<double> cost;  // per second of the step's original calls
-    std::uint64_t step = 0;
-  };
-  std::array<DivergedTrial, 2> diverged_{};  // the full sample's, the small one's
   struct Trial {
     std::optional<double> cost;  // recomputation and searches
     double recompute = 0;
     std::uint64_t step = 0;
   };
   std::array<Trial, kOptions> trials_{};
+  // The full sample's and the small one's on steps that did not follow the last one: their cost
+  // per second of the step's original calls.
+  std::array<Trial, 2> diverged_{};
   std::optional<std::size_t> budget_;
   std::uint64_t steps_ = 0;
   std::size_t option_ = 0;
