@@ -42,6 +42,34 @@ void reset_uniform(Module& m, std::int64_t hidden) {
   for (const Tensor& p : m.parameters()) init::uniform_(p, -bound, bound);
 }
 
+// x·Wᵀ + b for each step of seq [steps, batch, in], one GEMM per kProjectionSteps steps, each
+// made when the recurrence reaches its first step.  Each chunk's projection is its own value,
+// evicted and rebuilt a chunk at a time under a budget, and made between the steps around it,
+// so in backward its steps' gradients meet in a chunk-sized stack as soon as the recurrence has
+// passed back through it.  One projection of the whole sequence before the recurrence had to be
+// rebuilt whole to recompute any step, and its gradient waited piece by piece in the engine
+// until the recurrence reached the first step: a 128-step LSTM LM (hidden 256, batch 32) could
+// not train below 0.65 of its peak.
+class StepProjection {
+ public:
+  static constexpr std::int64_t kProjectionSteps = 16;
+  StepProjection(const Tensor& seq, const Tensor& w, const Tensor& b)
+      : parts_(split(seq, kProjectionSteps, 0)), w_(w), b_(b) {}
+  // Steps are asked for in order, 0 first.
+  const Tensor& step(std::int64_t t) {
+    const auto in_part = static_cast<std::size_t>(t % kProjectionSteps);
+    if (in_part == 0) {
+      steps_ = unbind(linear(parts_[static_cast<std::size_t>(t / kProjectionSteps)], w_, b_), 0);
+    }
+    return steps_[in_part];
+  }
+
+ private:
+  std::vector<Tensor> parts_;
+  Tensor w_, b_;
+  std::vector<Tensor> steps_;
+};
+
 Tensor param_or_none(const Module& m, const std::string& name, bool present) {
   return present ? m.param(name) : Tensor();
 }
@@ -204,13 +232,12 @@ LSTMOutput LSTM::forward(const Tensor& x, const std::optional<LSTMState>& state)
     const std::string s = "_l" + std::to_string(k);
     // Both biases go into the one input projection of the whole sequence.
     const Tensor bias = o.bias ? add(param("bias_ih" + s), param("bias_hh" + s)) : Tensor();
-    const Tensor xw = linear(seq, param("weight_ih" + s), bias);  // [seq, batch, 4H]
+    StepProjection xs(seq, param("weight_ih" + s), bias);
     const Tensor w_hh = param("weight_hh" + s);
     Tensor h = hs[k], c = cs[k];
     outs.clear();
-    const std::vector<Tensor> xs = unbind(xw, 0);
     for (std::int64_t t = 0; t < steps; ++t) {
-      std::tie(h, c) = lstm_cell(xs[t], linear(h, w_hh), c);
+      std::tie(h, c) = lstm_cell(xs.step(t), linear(h, w_hh), c);
       outs.push_back(h);
     }
     hs[k] = h, cs[k] = c;
@@ -244,14 +271,12 @@ GRUOutput GRU::forward(const Tensor& x, const Tensor& h0) {
   std::vector<Tensor> outs;
   for (std::int64_t k = 0; k < o.num_layers; ++k) {
     const std::string s = "_l" + std::to_string(k);
-    const Tensor xw =
-        linear(seq, param("weight_ih" + s), param_or_none(*this, "bias_ih" + s, o.bias));
+    StepProjection xs(seq, param("weight_ih" + s), param_or_none(*this, "bias_ih" + s, o.bias));
     const Tensor w_hh = param("weight_hh" + s), b_hh = param_or_none(*this, "bias_hh" + s, o.bias);
     Tensor h = hs[k];
     outs.clear();
-    const std::vector<Tensor> xs = unbind(xw, 0);
     for (std::int64_t t = 0; t < steps; ++t) {
-      h = gru_step(xs[t], h, w_hh, b_hh);
+      h = gru_step(xs.step(t), h, w_hh, b_hh);
       outs.push_back(h);
     }
     hs[k] = h;

@@ -120,6 +120,29 @@ TEST(GRU, TwoLayersBatchFirstMatchPyTorch) {
   check_against_torch(gru, c, {{"output", r.output}, {"h_n", r.h_n}}, {{"x", x}, {"h0", h0}});
 }
 
+// 37 steps: each layer projects its input 16 steps at a time, the last chunk partial.
+TEST(LSTM, SequencesPastSeveralProjectionChunksMatchPyTorch) {
+  const auto& c = find_case(cases(), "lstm_long");
+  nn::LSTM lstm({.input_size = 5, .hidden_size = 4, .num_layers = 2, .dtype = DType::Float64});
+  load_params(lstm, c);
+  const Tensor x = input(c, "x");
+  const nn::LSTMOutput r = lstm.forward(x, std::nullopt);
+  check_against_torch(lstm, c, {{"output", r.output}, {"h_n", r.h_n}, {"c_n", r.c_n}}, {{"x", x}});
+}
+
+TEST(GRU, SequencesPastSeveralProjectionChunksMatchPyTorch) {
+  const auto& c = find_case(cases(), "gru_long");
+  nn::GRU gru({.input_size = 5,
+               .hidden_size = 4,
+               .num_layers = 2,
+               .batch_first = true,
+               .dtype = DType::Float64});
+  load_params(gru, c);
+  const Tensor x = input(c, "x");
+  const nn::GRUOutput r = gru.forward(x, Tensor());
+  check_against_torch(gru, c, {{"output", r.output}, {"h_n", r.h_n}}, {{"x", x}});
+}
+
 TEST(MultiheadAttention, KeyPaddingMaskAndAveragedWeightsMatchPyTorch) {
   const auto& c = find_case(cases(), "mha");
   nn::MultiheadAttention mha(
