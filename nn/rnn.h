@@ -77,7 +77,7 @@ struct LSTMOutput {
 };
 
 // A stack of LSTM layers, parameters weight_ih_l{k}, weight_hh_l{k}, bias_ih_l{k},
-// bias_hh_l{k}.  Each layer projects its input 16 steps at a time, one GEMM per chunk made as
+// bias_hh_l{k}.  Each layer projects its input 8 steps at a time, one GEMM per chunk made as
 // the recurrence reaches it (under a budget a chunk is evicted and rebuilt alone, and its
 // gradient is put together as soon as the recurrence has passed back through it), and runs
 // one hidden-state GEMM and one fused cell op per step.  Unbatched input [seq, in] gives

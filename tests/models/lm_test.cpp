@@ -156,7 +156,7 @@ std::vector<float> train_four_steps(const std::string& name, const std::optional
 // The smallest feasible fraction of the step-2 peak of both models on a grid of 0.05.  LSTM LM:
 // 0.3 while each layer projected its whole input sequence in one value, whose 64 steps'
 // gradients waited in the engine until the recurrence reached the first step; with the
-// projection made 16 steps at a time, at 0.2 the parameters, gradients and Adam state and the
+// projection made 8 steps at a time, at 0.2 the parameters, gradients and Adam state and the
 // inputs of the op in flight no longer fit.  Transformer LM: 0.3 until attention became one op
 // that keeps no score matrices.
 constexpr double kSmallestFeasible = 0.25;

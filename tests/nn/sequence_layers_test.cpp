@@ -120,7 +120,7 @@ TEST(GRU, TwoLayersBatchFirstMatchPyTorch) {
   check_against_torch(gru, c, {{"output", r.output}, {"h_n", r.h_n}}, {{"x", x}, {"h0", h0}});
 }
 
-// 37 steps: each layer projects its input 16 steps at a time, the last chunk partial.
+// 37 steps: each layer projects its input 8 steps at a time, the last chunk partial.
 TEST(LSTM, SequencesPastSeveralProjectionChunksMatchPyTorch) {
   const auto& c = find_case(cases(), "lstm_long");
   nn::LSTM lstm({.input_size = 5, .hidden_size = 4, .num_layers = 2, .dtype = DType::Float64});
