@@ -153,18 +153,24 @@ std::vector<float> train_four_steps(const std::string& name, const std::optional
   return out;
 }
 
-// The smallest feasible fraction of the step-2 peak of both models on a grid of 0.05.  LSTM LM:
-// 0.3 while each layer projected its whole input sequence in one value, whose 64 steps'
-// gradients waited in the engine until the recurrence reached the first step; with the
-// projection made 8 steps at a time, at 0.2 the parameters, gradients and Adam state and the
-// inputs of the op in flight no longer fit.  Transformer LM: 0.3 until attention became one op
-// that keeps no score matrices.
-constexpr double kSmallestFeasible = 0.25;
+// The smallest feasible fraction of the step-2 peak of each model on a grid of 0.05, and one
+// that no schedule fits.  LSTM LM: 0.3 while each layer projected its whole input sequence in
+// one value, whose 64 steps' gradients waited in the engine until the recurrence reached the
+// first step.  With the projection made 8 steps at a time, 0.2 fits or not depending on the
+// victims the measured kernel times pick; at 0.15 the parameters, gradients and Adam state
+// and the inputs of one call in flight exceed the budget.  Transformer LM: 0.3 until attention
+// became one op that keeps no score matrices.
+struct Floors {
+  double feasible, infeasible;
+};
+Floors floors(const std::string& name) {
+  return name == "lstm_lm" ? Floors{0.25, 0.15} : Floors{0.25, 0.2};
+}
 
 TEST(LanguageModels, TrainingIsBitIdenticalUnderBudgets) {
   for (const std::string name : {"lstm_lm", "transformer_lm"}) {
     SCOPED_TRACE(name);
-    const double floor = kSmallestFeasible;
+    const double floor = floors(name).feasible;
     const auto reference = train_four_steps(name, std::nullopt);
     const Pool& pool = Pool::of(Device::cpu());
     for (double fraction : {0.5, 0.4, floor}) {
@@ -176,7 +182,7 @@ TEST(LanguageModels, TrainingIsBitIdenticalUnderBudgets) {
         EXPECT_GT(pool.total_stats().evictions, before.evictions);  // the budget did bind
       }
     }
-    EXPECT_THROW(train_four_steps(name, floor - 0.05), OutOfBudget);
+    EXPECT_THROW(train_four_steps(name, floors(name).infeasible), OutOfBudget);
   }
 }
 
