@@ -77,6 +77,7 @@ TransformerLm::TransformerLm(TransformerLmOptions options)
   layer.activation = o.activation;
   layer.batch_first = true;
   layer.norm_first = o.norm_first;
+  layer.feedforward_chunk = o.feedforward_chunk;
   encoder_ = register_module(
       "encoder", std::make_shared<nn::TransformerEncoder>(nn::TransformerEncoderOptions{
                      .layer = layer, .num_layers = o.layers, .final_norm = o.norm_first}));

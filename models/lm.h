@@ -53,6 +53,9 @@ struct TransformerLmOptions {
   double dropout = 0;             // inside every encoder layer and on the input embedding
   nn::Activation activation = nn::Activation::ReLU;
   bool norm_first = false;  // pre-norm layers (then a final LayerNorm "encoder.norm" too)
+  // Rows per chunk of each layer's feed-forward block (0: about 2 MiB of its hidden activation;
+  // see nn::TransformerEncoderLayerOptions::feedforward_chunk).
+  std::int64_t feedforward_chunk = 0;
 };
 
 // Submodules "embedding", "positions" (weight [max_length, d_model]), "encoder" (layers

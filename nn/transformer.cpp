@@ -174,6 +174,10 @@ TransformerEncoderLayer::TransformerEncoderLayer(TransformerEncoderLayerOptions 
               o.dim_feedforward);
   REMAT_CHECK(o.dropout >= 0 && o.dropout <= 1,
               "TransformerEncoderLayer: dropout must be in [0, 1], got {}", o.dropout);
+  REMAT_CHECK(o.feedforward_chunk >= 0,
+              "TransformerEncoderLayer: feedforward_chunk must be 0 (automatic) or positive, "
+              "got {}",
+              o.feedforward_chunk);
   self_attn_ = register_module(
       "self_attn",
       std::make_shared<MultiheadAttention>(MultiheadAttentionOptions{.embed_dim = o.d_model,
@@ -216,11 +220,29 @@ Tensor TransformerEncoderLayer::self_attention_block(const Tensor& x, const Tens
   return dropout(a, options_.dropout, is_training());
 }
 
+// Row chunks (TransformerEncoderLayerOptions::feedforward_chunk): whole, the default LM's
+// feed-forward block held its 8 MiB hidden activation, that activation's output and their
+// gradients in single calls, and 0.3 of the LM's peak was infeasible.
 Tensor TransformerEncoderLayer::feed_forward_block(const Tensor& x) {
-  Tensor h = linear1_->forward(x);
-  h = options_.activation == Activation::GELU ? gelu(h) : relu(h);
-  h = linear2_->forward(dropout(h, options_.dropout, is_training()));
-  return dropout(h, options_.dropout, is_training());
+  auto block = [&](const Tensor& part) {
+    Tensor h = linear1_->forward(part);
+    h = options_.activation == Activation::GELU ? gelu(h) : relu(h);
+    h = linear2_->forward(dropout(h, options_.dropout, is_training()));
+    return dropout(h, options_.dropout, is_training());
+  };
+  constexpr std::int64_t kChunkBytes = std::int64_t{2} << 20;
+  const std::int64_t width = options_.d_model, rows = x.numel() / width;
+  const std::int64_t chunk_rows =
+      options_.feedforward_chunk > 0
+          ? options_.feedforward_chunk
+          : std::max<std::int64_t>(
+                1, kChunkBytes / (options_.dim_feedforward *
+                                  static_cast<std::int64_t>(element_size(x.dtype()))));
+  if (rows <= chunk_rows) return block(x);
+  std::vector<Tensor> outs;
+  for (const Tensor& part : split(reshape(x, {rows, width}), chunk_rows, 0))
+    outs.push_back(block(part));
+  return reshape(cat(outs, 0), x.shape());
 }
 
 Tensor TransformerEncoderLayer::forward(const Tensor& src, const Tensor& src_mask,

@@ -92,6 +92,11 @@ struct TransformerEncoderLayerOptions {
   // Layer norm before attention and feed-forward (pre-norm) instead of after the residual adds.
   bool norm_first = false;
   DType dtype = DType::Float32;
+  // Rows (positions of all sequences) per chunk of the feed-forward block, whose chunks' outputs
+  // are joined by one cat; 0: as many as make about 2 MiB of its hidden activation.  Under a
+  // budget each chunk's hidden values are evicted and rebuilt alone, and a call holds one
+  // chunk's.  The same result whatever the chunk, as Hugging Face's chunk_size_feed_forward.
+  std::int64_t feedforward_chunk = 0;
 };
 
 // Self-attention and a feed-forward block, each with a residual connection and layer norm:

@@ -245,6 +245,38 @@ TEST(TransformerEncoderLayer, PreNormGELUWithKeyPaddingMatchesPyTorch) {
                       {{"src", src}});
 }
 
+// Both layer cases again with the feed-forward block on chunks of 3 of the 8 rows (3, 3, 2).
+TEST(TransformerEncoderLayer, FeedForwardInRowChunksMatchesPyTorch) {
+  {
+    const auto& c = find_case(cases(), "encoder_layer_post_relu");
+    nn::TransformerEncoderLayer layer({.d_model = 8,
+                                       .nhead = 2,
+                                       .dim_feedforward = 16,
+                                       .dropout = 0,
+                                       .batch_first = true,
+                                       .dtype = DType::Float64,
+                                       .feedforward_chunk = 3});
+    load_params(layer, c);
+    const Tensor src = input(c, "src");
+    check_against_torch(layer, c, {{"output", layer.forward(src, c["attn_mask"])}}, {{"src", src}});
+  }
+  const auto& c = find_case(cases(), "encoder_layer_pre_gelu");
+  nn::TransformerEncoderLayer layer({.d_model = 8,
+                                     .nhead = 2,
+                                     .dim_feedforward = 16,
+                                     .dropout = 0,
+                                     .activation = nn::Activation::GELU,
+                                     .batch_first = true,
+                                     .norm_first = true,
+                                     .dtype = DType::Float64,
+                                     .feedforward_chunk = 3});
+  load_params(layer, c);
+  const Tensor src = input(c, "src");
+  check_against_torch(layer, c,
+                      {{"output", layer.forward(src, Tensor(), c["src_key_padding_mask"])}},
+                      {{"src", src}});
+}
+
 nn::TransformerEncoderOptions small_encoder() {
   return {.layer = {.d_model = 8,
                     .nhead = 2,
@@ -386,6 +418,9 @@ TEST(SequenceLayers, BadOptionsAndInputsAreErrorsNamingThem) {
       {"h_0", "[2, 2, 4]", "[1, 2, 4]"}));
   EXPECT_TRUE(throws_with([] { nn::MultiheadAttention({.embed_dim = 10, .num_heads = 3}); },
                           {"embed_dim (10)", "num_heads (3)"}));
+  EXPECT_TRUE(
+      throws_with([] { nn::TransformerEncoderLayer({.d_model = 8, .feedforward_chunk = -2}); },
+                  {"TransformerEncoderLayer", "feedforward_chunk", "-2"}));
   nn::MultiheadAttention mha({.embed_dim = 4, .num_heads = 2});
   const Tensor x = zeros({3, 2, 4});
   EXPECT_TRUE(throws_with(
