@@ -1,5 +1,6 @@
 #include "nn/rnn.h"
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -22,6 +23,9 @@ void check_options(std::string_view layer, const RNNOptions& o) {
   REMAT_CHECK(o.num_layers >= 1, "{}: num_layers must be at least 1, got {}", layer, o.num_layers);
   REMAT_CHECK(o.dropout >= 0 && o.dropout <= 1, "{}: dropout must be in [0, 1], got {}", layer,
               o.dropout);
+  REMAT_CHECK(o.projection_chunk >= 0,
+              "{}: projection_chunk must be 0 (automatic) or positive, got {}", layer,
+              o.projection_chunk);
 }
 
 // weight_ih{suffix}, weight_hh{suffix}, bias_ih{suffix}, bias_hh{suffix} for `gates` x hidden.
@@ -42,30 +46,36 @@ void reset_uniform(Module& m, std::int64_t hidden) {
   for (const Tensor& p : m.parameters()) init::uniform_(p, -bound, bound);
 }
 
-// x·Wᵀ + b for each step of seq [steps, batch, in], one GEMM per kProjectionSteps steps, each
-// made when the recurrence reaches its first step.  Each chunk's projection is its own value,
-// evicted and rebuilt a chunk at a time under a budget, and made between the steps around it,
-// so in backward its steps' gradients meet in a chunk-sized stack as soon as the recurrence has
-// passed back through it.  One projection of the whole sequence before the recurrence had to be
-// rebuilt whole to recompute any step, and its gradient waited piece by piece in the engine
-// until the recurrence reached the first step: a 128-step LSTM LM (hidden 256, batch 32) could
-// not train below 0.65 of its peak.  Eight steps: on that LM at 0.3 and 0.4 of its peak, chunks
-// of 8 recomputed 10-25% less than chunks of 16 for about 1% more time unbudgeted; 4 cost 4%.
+// x·Wᵀ + b for each step of seq [steps, batch, in], one GEMM per chunk of `chunk` steps (0:
+// about kChunkRows rows, steps x batch), each made when the recurrence reaches its first step.
+// Each chunk's projection is its own value, evicted and rebuilt a chunk at a time under a
+// budget, and made between the steps around it, so in backward its steps' gradients meet in a
+// chunk-sized stack as soon as the recurrence has passed back through it.  One projection of
+// the whole sequence before the recurrence had to be rebuilt whole to recompute any step, and
+// its gradient waited piece by piece in the engine until the recurrence reached the first
+// step: a 128-step LSTM LM (hidden 256, batch 32) could not train below 0.65 of its peak.
+// 256 rows (8 steps of that LM): at 0.3 and 0.4 of its peak, 10-25% less recomputation than 512
+// for about 1% more time unbudgeted; 128 cost 4%.
 class StepProjection {
  public:
-  static constexpr std::int64_t kProjectionSteps = 8;
-  StepProjection(const Tensor& seq, const Tensor& w, const Tensor& b)
-      : parts_(split(seq, kProjectionSteps, 0)), w_(w), b_(b) {}
+  static constexpr std::int64_t kChunkRows = 256;
+  StepProjection(const Tensor& seq, const Tensor& w, const Tensor& b, std::int64_t chunk)
+      : steps_per_chunk_(chunk > 0 ? chunk
+                                   : std::max<std::int64_t>(
+                                         1, kChunkRows / std::max<std::int64_t>(1, seq.size(1)))),
+        parts_(split(seq, steps_per_chunk_, 0)),
+        w_(w),
+        b_(b) {}
   // Steps are asked for in order, 0 first.
   const Tensor& step(std::int64_t t) {
-    const auto in_part = static_cast<std::size_t>(t % kProjectionSteps);
-    if (in_part == 0) {
-      steps_ = unbind(linear(parts_[static_cast<std::size_t>(t / kProjectionSteps)], w_, b_), 0);
-    }
+    const auto in_part = static_cast<std::size_t>(t % steps_per_chunk_);
+    if (in_part == 0)
+      steps_ = unbind(linear(parts_[static_cast<std::size_t>(t / steps_per_chunk_)], w_, b_), 0);
     return steps_[in_part];
   }
 
  private:
+  std::int64_t steps_per_chunk_;
   std::vector<Tensor> parts_;
   Tensor w_, b_;
   std::vector<Tensor> steps_;
@@ -233,7 +243,7 @@ LSTMOutput LSTM::forward(const Tensor& x, const std::optional<LSTMState>& state)
     const std::string s = "_l" + std::to_string(k);
     // Both biases go into the one input projection of the whole sequence.
     const Tensor bias = o.bias ? add(param("bias_ih" + s), param("bias_hh" + s)) : Tensor();
-    StepProjection xs(seq, param("weight_ih" + s), bias);
+    StepProjection xs(seq, param("weight_ih" + s), bias, o.projection_chunk);
     const Tensor w_hh = param("weight_hh" + s);
     Tensor h = hs[k], c = cs[k];
     outs.clear();
@@ -272,7 +282,8 @@ GRUOutput GRU::forward(const Tensor& x, const Tensor& h0) {
   std::vector<Tensor> outs;
   for (std::int64_t k = 0; k < o.num_layers; ++k) {
     const std::string s = "_l" + std::to_string(k);
-    StepProjection xs(seq, param("weight_ih" + s), param_or_none(*this, "bias_ih" + s, o.bias));
+    StepProjection xs(seq, param("weight_ih" + s), param_or_none(*this, "bias_ih" + s, o.bias),
+                      o.projection_chunk);
     const Tensor w_hh = param("weight_hh" + s), b_hh = param_or_none(*this, "bias_hh" + s, o.bias);
     Tensor h = hs[k];
     outs.clear();

@@ -69,6 +69,10 @@ struct RNNOptions {
   // Dropout on each layer's output but the last's, in training.
   double dropout = 0;
   DType dtype = DType::Float32;
+  // Steps per chunk of each layer's input projection (one GEMM per chunk, made as the recurrence
+  // reaches it); 0: as many as make about 256 rows (steps x batch).  Under a budget a chunk is
+  // evicted and rebuilt alone.  The same result whatever the chunk.
+  std::int64_t projection_chunk = 0;
 };
 
 struct LSTMOutput {
@@ -77,10 +81,11 @@ struct LSTMOutput {
 };
 
 // A stack of LSTM layers, parameters weight_ih_l{k}, weight_hh_l{k}, bias_ih_l{k},
-// bias_hh_l{k}.  Each layer projects its input 8 steps at a time, one GEMM per chunk made as
-// the recurrence reaches it (under a budget a chunk is evicted and rebuilt alone, and its
-// gradient is put together as soon as the recurrence has passed back through it), and runs
-// one hidden-state GEMM and one fused cell op per step.  Unbatched input [seq, in] gives
+// bias_hh_l{k}.  Each layer projects its input a chunk of steps at a time
+// (RNNOptions::projection_chunk), one GEMM per chunk made as the recurrence reaches it (under a
+// budget a chunk is evicted and rebuilt alone, and its gradient is put together as soon as the
+// recurrence has passed back through it), and runs one hidden-state GEMM and one fused cell op
+// per step.  Unbatched input [seq, in] gives
 // unbatched outputs.  Bidirectional layers and proj_size are not supported.
 class LSTM : public Module {
  public:

@@ -120,10 +120,15 @@ TEST(GRU, TwoLayersBatchFirstMatchPyTorch) {
   check_against_torch(gru, c, {{"output", r.output}, {"h_n", r.h_n}}, {{"x", x}, {"h0", h0}});
 }
 
-// 37 steps: each layer projects its input 8 steps at a time, the last chunk partial.
+// 37 steps, each layer's input projected 8 steps at a time (the last chunk partial); the
+// automatic chunk at batch 2 would be one.
 TEST(LSTM, SequencesPastSeveralProjectionChunksMatchPyTorch) {
   const auto& c = find_case(cases(), "lstm_long");
-  nn::LSTM lstm({.input_size = 5, .hidden_size = 4, .num_layers = 2, .dtype = DType::Float64});
+  nn::LSTM lstm({.input_size = 5,
+                 .hidden_size = 4,
+                 .num_layers = 2,
+                 .dtype = DType::Float64,
+                 .projection_chunk = 8});
   load_params(lstm, c);
   const Tensor x = input(c, "x");
   const nn::LSTMOutput r = lstm.forward(x, std::nullopt);
@@ -136,7 +141,8 @@ TEST(GRU, SequencesPastSeveralProjectionChunksMatchPyTorch) {
                .hidden_size = 4,
                .num_layers = 2,
                .batch_first = true,
-               .dtype = DType::Float64});
+               .dtype = DType::Float64,
+               .projection_chunk = 8});
   load_params(gru, c);
   const Tensor x = input(c, "x");
   const nn::GRUOutput r = gru.forward(x, Tensor());
@@ -403,6 +409,9 @@ TEST(SequenceLayers, BadOptionsAndInputsAreErrorsNamingThem) {
       throws_with([] { nn::LSTM({.input_size = 0, .hidden_size = 4}); }, {"LSTM", "input_size"}));
   EXPECT_TRUE(throws_with([] { nn::GRU({.input_size = 3, .hidden_size = 4, .num_layers = 0}); },
                           {"GRU", "num_layers"}));
+  EXPECT_TRUE(
+      throws_with([] { nn::GRU({.input_size = 3, .hidden_size = 4, .projection_chunk = -1}); },
+                  {"GRU", "projection_chunk", "-1"}));
   EXPECT_TRUE(throws_with([] { nn::LSTM({.input_size = 3, .hidden_size = 4, .dropout = 1.5}); },
                           {"dropout", "1.5"}));
   nn::LSTM lstm({.input_size = 3, .hidden_size = 4, .num_layers = 2, .batch_first = true});
