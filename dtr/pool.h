@@ -308,12 +308,14 @@ class Pool {
   static constexpr double kSecondsPerDraw = 30e-9;
   bool prices_searches() const { return config_.cost == CostModel::Time && config_.sample == 0; }
   // Whether dtr-next scores by the last step now: it has one, this step follows it, and one of
-  // its two scores that do is the one chosen.
+  // its three scores that do is the one chosen.
   bool predicts() const {
     return !diverged_ && !last_step_.empty() && score_choice_.score() != ScoreChoice::Eq;
   }
   // Whether the chosen one is the damped score, c / (m·√d).
   bool damps() const { return score_choice_.score() == ScoreChoice::Damped; }
+  // Whether the chosen one is the capped score, c / (m·min(d, 64)).
+  bool caps() const { return score_choice_.score() == ScoreChoice::Capped; }
   // Whether the last step's log has the call that made `record` (made in this step, at a call
   // the last step also made).
   bool logged_last_step(const Record& record) const {

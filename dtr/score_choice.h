@@ -1,18 +1,20 @@
-// Internal: dtr-next's choice, step by step, among three scores: Belady's rule on the last
+// Internal: dtr-next's choice, step by step, among four scores: Belady's rule on the last
 // step's uses (c / (m·d)), the same with distances past 64 calls damped (c / (m·64·√(d/64)),
-// Heuristics::time_term), and dtr-eq's.  None wins everywhere (on the prototype's logs the
-// first recomputes 67% less than dtr-eq on the LSTM at 0.3 of the peak but 11% more on
-// DenseNet-121 at 0.5; the damped one recomputes 24% less than the first on DenseNet-121 at
-// 0.4 but 28% more at 0.3), and a training step that repeats the last one tells which does
-// better here: each score gets one trial step under the budget, then the one whose step cost
-// least keeps the steps, and each other one is tried again once kRetrySteps steps have passed
-// since its last trial (kernel times, and so the costs, drift).  Only a step that followed the
-// last one's calls to its end is compared.
-// Where searches are priced (the pool's cost model in seconds, its sample not fixed by the
-// configuration) each score is also tried with a small sample, kSmallSample cells drawn per
-// search: a step's cost is then what it recomputed plus its searches' draws at a nominal price
-// (Pool::kSecondsPerDraw).  Where values are evicted often between cheap ops the full sample's
-// draws cost more than the better victims save (the prototype's TreeLSTM log at 0.3 of its
+// Heuristics::time_term), dtr-eq's, and Belady's rule capped at 64 calls (c / (m·min(d, 64)):
+// within 64 calls the nearer use is kept, past them cost per byte alone decides).  None wins
+// everywhere (on the prototype's logs the first recomputes 67% less than dtr-eq on the LSTM at
+// 0.3 of the peak but 11% more on DenseNet-121 at 0.5; the damped one recomputes 24% less than
+// the first on DenseNet-121 at 0.4 but 28% more at 0.3; the capped one, against the best of the
+// other three, 24% less on the Transformer at 0.2 and 22% on the LSTM at 0.4, but 14% more on
+// the LSTM at 0.3), and a training step that repeats the last one tells which does better here:
+// each score gets one trial step under the budget, then the one whose step cost least keeps the
+// steps, and each other one is tried again once kRetrySteps steps have passed since its last trial
+// (kernel times, and so the costs, drift).  Only a step that followed the last one's calls to its
+// end is compared. Where searches are priced (the pool's cost model in seconds, its sample not
+// fixed by the configuration) each score is also tried with a small sample, kSmallSample cells
+// drawn per search: a step's cost is then what it recomputed plus its searches' draws at a nominal
+// price (Pool::kSecondsPerDraw).  Where values are evicted often between cheap ops the full
+// sample's draws cost more than the better victims save (the prototype's TreeLSTM log at 0.3 of its
 // peak: 6.7% of the step searching, to recompute 0.2% of the step less), and elsewhere they
 // do not (DenseNet-121's at 0.3: 47% more recomputation with the small sample).  An option that
 // recomputed more than dtr-eq's trial with the full sample is not kept, however cheap its
@@ -37,8 +39,8 @@ namespace remat {
 class ScoreChoice {
  public:
   // In trial order; a tie goes to the earlier one.
-  enum Score : std::uint8_t { Next = 0, Damped = 1, Eq = 2 };
-  static constexpr std::size_t kScores = 3;
+  enum Score : std::uint8_t { Next = 0, Damped = 1, Eq = 2, Capped = 3 };
+  static constexpr std::size_t kScores = 4;
   // The options: each score with the full sample, then (where searches are priced) each with
   // the small one.
   static constexpr std::size_t kOptions = 2 * kScores;

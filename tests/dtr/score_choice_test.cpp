@@ -1,4 +1,4 @@
-// dtr-next's choice among its two scores and dtr-eq's (dtr/score_choice.h), each with the full
+// dtr-next's choice among its three scores and dtr-eq's (dtr/score_choice.h), each with the full
 // sample and, where searches are priced, a small one: one trial step each under a budget, then
 // the one whose step cost least, the others retried now and then; a new budget starts over, and
 // steps that cannot be compared choose only the sample.
@@ -26,30 +26,34 @@ TEST(ScoreChoice, TriesEachScoreThenKeepsTheOneThatRecomputedLeast) {
   EXPECT_EQ(c.score(), ScoreChoice::Eq);
   EXPECT_FALSE(c.settled());
   c.end_step(kBudget, true, 3);  // dtr-eq's trial, cheapest
+  EXPECT_EQ(c.score(), ScoreChoice::Capped);
+  EXPECT_FALSE(c.settled());
+  c.end_step(kBudget, true, 3.5);  // the capped score's trial
   EXPECT_TRUE(c.settled());
   EXPECT_EQ(c.score(), ScoreChoice::Eq);
   c.end_step(kBudget, true, 3);
   EXPECT_EQ(c.score(), ScoreChoice::Eq);
 }
 
+TEST(ScoreChoice, TheCappedScoreKeepsTheStepsWhenItRecomputedLeast) {
+  ScoreChoice c;
+  for (double cost : {5.0, 4.0, 3.0, 2.0}) c.end_step(kBudget, true, cost);
+  EXPECT_TRUE(c.settled());
+  EXPECT_EQ(c.score(), ScoreChoice::Capped);
+}
+
 TEST(ScoreChoice, TheDampedScoreKeepsTheStepsWhenItRecomputedLeast) {
   ScoreChoice c;
-  c.end_step(kBudget, true, 5);
-  c.end_step(kBudget, true, 2);
-  c.end_step(kBudget, true, 3);
+  for (double cost : {5.0, 2.0, 3.0, 4.0}) c.end_step(kBudget, true, cost);
   EXPECT_EQ(c.score(), ScoreChoice::Damped);
 }
 
 TEST(ScoreChoice, TiesGoToTheEarlierScore) {
   ScoreChoice c;
-  c.end_step(kBudget, true, 4);
-  c.end_step(kBudget, true, 4);
-  c.end_step(kBudget, true, 4);
+  for (double cost : {4.0, 4.0, 4.0, 4.0}) c.end_step(kBudget, true, cost);
   EXPECT_EQ(c.score(), ScoreChoice::Next);
   ScoreChoice d;
-  d.end_step(kBudget, true, 5);
-  d.end_step(kBudget, true, 4);
-  d.end_step(kBudget, true, 4);
+  for (double cost : {5.0, 4.0, 4.0, 4.0}) d.end_step(kBudget, true, cost);
   EXPECT_EQ(d.score(), ScoreChoice::Damped);
 }
 
@@ -58,6 +62,7 @@ TEST(ScoreChoice, TheLosersAreRetriedAfterKRetrySteps) {
   c.end_step(kBudget, true, 1);  // dtr-next, cheapest
   c.end_step(kBudget, true, 3);  // damped
   c.end_step(kBudget, true, 2);  // dtr-eq
+  c.end_step(kBudget, true, 5);  // capped
   auto cost = [](ScoreChoice::Score s) {
     return s == ScoreChoice::Next ? 1.0 : 2.0 + static_cast<double>(s);
   };
@@ -67,30 +72,37 @@ TEST(ScoreChoice, TheLosersAreRetriedAfterKRetrySteps) {
     c.end_step(kBudget, true, cost(c.score()));
   }
   // Each loser is retried once kRetrySteps steps have passed since its last trial, one per
-  // step: the damped score first (its trial was the older), dtr-eq on the step after.
-  for (ScoreChoice::Score s : {ScoreChoice::Damped, ScoreChoice::Eq}) {
+  // step: the damped score first (its trial was the oldest), dtr-eq on the step after, then the
+  // capped score.
+  for (ScoreChoice::Score s : {ScoreChoice::Damped, ScoreChoice::Eq, ScoreChoice::Capped}) {
     ASSERT_GE(tried[s].size(), 3u) << int(s);
     for (std::size_t k = 1; k < tried[s].size(); ++k)
       EXPECT_EQ(tried[s][k] - tried[s][k - 1], ScoreChoice::kRetrySteps + 1) << int(s);
   }
   EXPECT_EQ(tried[ScoreChoice::Eq][0], tried[ScoreChoice::Damped][0] + 1);
-  // A retry found dtr-eq cheapest now: it keeps the steps.
+  EXPECT_EQ(tried[ScoreChoice::Capped][0], tried[ScoreChoice::Eq][0] + 1);
+  // A retry found dtr-eq cheapest now: it keeps the steps, after the capped score's retry due
+  // on the step after its own.
   while (c.score() != ScoreChoice::Eq) c.end_step(kBudget, true, cost(c.score()));
+  c.end_step(kBudget, true, 0.5);
+  ASSERT_EQ(c.score(), ScoreChoice::Capped);
+  c.end_step(kBudget, true, cost(ScoreChoice::Capped));
+  EXPECT_EQ(c.score(), ScoreChoice::Eq);
   c.end_step(kBudget, true, 0.5);
   EXPECT_EQ(c.score(), ScoreChoice::Eq);
 }
 
 TEST(ScoreChoice, ANewBudgetStartsOver) {
   ScoreChoice c;
-  c.end_step(kBudget, true, 5);
-  c.end_step(kBudget, true, 4);
-  c.end_step(kBudget, true, 3);
+  for (double cost : {5.0, 4.0, 3.0, 4.0}) c.end_step(kBudget, true, cost);
   ASSERT_EQ(c.score(), ScoreChoice::Eq);
   c.end_step(2 * kBudget, true, 1);  // dtr-eq's step under the new budget: its trial there
   EXPECT_FALSE(c.settled());
   EXPECT_EQ(c.score(), ScoreChoice::Next);
   c.end_step(2 * kBudget, true, 2);
   EXPECT_EQ(c.score(), ScoreChoice::Damped);
+  c.end_step(2 * kBudget, true, 2);
+  EXPECT_EQ(c.score(), ScoreChoice::Capped);
   c.end_step(2 * kBudget, true, 2);
   EXPECT_TRUE(c.settled());
   EXPECT_EQ(c.score(), ScoreChoice::Eq);
@@ -107,7 +119,7 @@ TEST(ScoreChoice, AStepOffTheLastOnesPathChoosesNothing) {
 TEST(ScoreChoice, WithoutPricedSearchesEverySampleIsTheFullOne) {
   ScoreChoice c;
   EXPECT_EQ(c.options(), ScoreChoice::kScores);
-  for (double cost : {5.0, 4.0, 3.0, 3.0}) {
+  for (double cost : {5.0, 4.0, 3.0, 3.0, 3.0}) {
     EXPECT_FALSE(c.small_sample());
     c.end_step(kBudget, true, cost);
   }
@@ -118,10 +130,11 @@ TEST(ScoreChoice, WithoutPricedSearchesEverySampleIsTheFullOne) {
 TEST(ScoreChoice, PricedSearchesTryEachScoreWithTheSmallSampleToo) {
   ScoreChoice c(true);
   EXPECT_EQ(c.options(), ScoreChoice::kOptions);
-  const ScoreChoice::Score order[] = {ScoreChoice::Next, ScoreChoice::Damped, ScoreChoice::Eq};
-  // Trials: the three scores with the full sample, then with the small one.  The damped score
+  const ScoreChoice::Score order[] = {ScoreChoice::Next, ScoreChoice::Damped, ScoreChoice::Eq,
+                                      ScoreChoice::Capped};
+  // Trials: the four scores with the full sample, then with the small one.  The damped score
   // with the small sample costs least.
-  const double costs[ScoreChoice::kOptions] = {5, 4, 6, 4.5, 3, 7};
+  const double costs[ScoreChoice::kOptions] = {5, 4, 6, 5, 4.5, 3, 7, 4};
   for (std::size_t o = 0; o < ScoreChoice::kOptions; ++o) {
     EXPECT_FALSE(c.settled()) << o;
     EXPECT_EQ(c.score(), order[o % ScoreChoice::kScores]) << o;
@@ -133,7 +146,7 @@ TEST(ScoreChoice, PricedSearchesTryEachScoreWithTheSmallSampleToo) {
   EXPECT_TRUE(c.small_sample());
   // A tie between the samples goes to the full one (tried first).
   ScoreChoice d(true);
-  for (double cost : {5.0, 4.0, 6.0, 5.0, 4.0, 6.0}) d.end_step(kBudget, true, cost);
+  for (double cost : {5.0, 4.0, 6.0, 5.0, 5.0, 4.0, 6.0, 5.0}) d.end_step(kBudget, true, cost);
   EXPECT_EQ(d.score(), ScoreChoice::Damped);
   EXPECT_FALSE(d.small_sample());
 }
@@ -145,9 +158,11 @@ TEST(ScoreChoice, AnOptionRecomputingMoreThanDtrEqIsNotKept) {
   c.end_step(kBudget, true, 5, 4);      // dtr-next, full sample
   c.end_step(kBudget, true, 5, 4);      // damped, full sample
   c.end_step(kBudget, true, 5.5, 4);    // dtr-eq, full sample: the most any kept one recomputes
+  c.end_step(kBudget, true, 5.2, 4);    // capped, full sample
   c.end_step(kBudget, true, 6, 0.5);    // dtr-next, small sample: cheapest, recomputes more
   c.end_step(kBudget, true, 5.5, 0.5);  // damped, small sample
   c.end_step(kBudget, true, 6, 0.5);    // dtr-eq, small sample
+  c.end_step(kBudget, true, 5.8, 0.4);  // capped, small sample: cheaper still, recomputes more
   EXPECT_TRUE(c.settled());
   EXPECT_EQ(c.score(), ScoreChoice::Damped);
   EXPECT_TRUE(c.small_sample());
@@ -188,6 +203,7 @@ TEST(ScoreChoice, AFailedTrialLoses) {
   c.end_step(kBudget, true, std::numeric_limits<double>::infinity());  // dtr-next thrashed
   c.end_step(kBudget, true, 7);
   c.end_step(kBudget, true, 8);
+  c.end_step(kBudget, true, std::numeric_limits<double>::infinity());  // so did the capped one
   EXPECT_EQ(c.score(), ScoreChoice::Damped);
 }
 

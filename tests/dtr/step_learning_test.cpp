@@ -66,6 +66,9 @@ TEST_F(StepLearning, EachScoreGetsATrialStepUnderABudget) {
   EXPECT_EQ(pool.score_choice().score(), ScoreChoice::Eq);
   step(x);
   pool.end_step();  // dtr-eq's trial
+  EXPECT_EQ(pool.score_choice().score(), ScoreChoice::Capped);
+  step(x);
+  pool.end_step();  // the capped score's trial
   EXPECT_TRUE(pool.score_choice().settled());
   EXPECT_EQ(pool.score_choice().score(), ScoreChoice::Next);  // nothing recomputed: a tie
   pool.set_budget(std::nullopt);
