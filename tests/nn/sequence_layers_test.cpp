@@ -90,13 +90,19 @@ TEST(LSTM, TwoLayersBatchFirstWithInitialStateMatchPyTorch) {
                       {{"x", x}, {"h0", h0}, {"c0", c0}});
 }
 
-TEST(LSTM, SequenceFirstWithZeroStateMatchesPyTorch) {
-  const auto& c = find_case(cases(), "lstm_seq_first");
-  nn::LSTM lstm({.input_size = 5, .hidden_size = 4, .dtype = DType::Float64});
+// A case of an LSTM from a zero state, x its one input.
+void check_lstm_from_zero_state(const std::string& name, const nn::RNNOptions& options) {
+  const auto& c = find_case(cases(), name);
+  nn::LSTM lstm(options);
   load_params(lstm, c);
   const Tensor x = input(c, "x");
   const nn::LSTMOutput r = lstm.forward(x, std::nullopt);
   check_against_torch(lstm, c, {{"output", r.output}, {"h_n", r.h_n}, {"c_n", r.c_n}}, {{"x", x}});
+}
+
+TEST(LSTM, SequenceFirstWithZeroStateMatchesPyTorch) {
+  check_lstm_from_zero_state("lstm_seq_first",
+                             {.input_size = 5, .hidden_size = 4, .dtype = DType::Float64});
 }
 
 TEST(GRUCell, MatchesPyTorch) {
@@ -123,16 +129,11 @@ TEST(GRU, TwoLayersBatchFirstMatchPyTorch) {
 // 37 steps, each layer's input projected 8 steps at a time (the last chunk partial); the
 // automatic chunk at batch 2 would be one.
 TEST(LSTM, SequencesPastSeveralProjectionChunksMatchPyTorch) {
-  const auto& c = find_case(cases(), "lstm_long");
-  nn::LSTM lstm({.input_size = 5,
-                 .hidden_size = 4,
-                 .num_layers = 2,
-                 .dtype = DType::Float64,
-                 .projection_chunk = 8});
-  load_params(lstm, c);
-  const Tensor x = input(c, "x");
-  const nn::LSTMOutput r = lstm.forward(x, std::nullopt);
-  check_against_torch(lstm, c, {{"output", r.output}, {"h_n", r.h_n}, {"c_n", r.c_n}}, {{"x", x}});
+  check_lstm_from_zero_state("lstm_long", {.input_size = 5,
+                                           .hidden_size = 4,
+                                           .num_layers = 2,
+                                           .dtype = DType::Float64,
+                                           .projection_chunk = 8});
 }
 
 TEST(GRU, SequencesPastSeveralProjectionChunksMatchPyTorch) {
@@ -221,51 +222,24 @@ TEST(MultiheadAttention, SequenceFirstAndIntegerMasksAgreeWithBatchFirstAndFloat
                         1e-14, 1e-14));
 }
 
-TEST(TransformerEncoderLayer, PostNormReLUWithCausalMaskMatchesPyTorch) {
+// The post-norm ReLU layer under a causal mask, its feed-forward block on chunks of
+// `feedforward_chunk` rows (0: automatic, one chunk here).
+void check_post_norm_relu_layer(std::int64_t feedforward_chunk) {
   const auto& c = find_case(cases(), "encoder_layer_post_relu");
   nn::TransformerEncoderLayer layer({.d_model = 8,
                                      .nhead = 2,
                                      .dim_feedforward = 16,
                                      .dropout = 0,
                                      .batch_first = true,
-                                     .dtype = DType::Float64});
+                                     .dtype = DType::Float64,
+                                     .feedforward_chunk = feedforward_chunk});
   load_params(layer, c);
   const Tensor src = input(c, "src");
   check_against_torch(layer, c, {{"output", layer.forward(src, c["attn_mask"])}}, {{"src", src}});
 }
 
-TEST(TransformerEncoderLayer, PreNormGELUWithKeyPaddingMatchesPyTorch) {
-  const auto& c = find_case(cases(), "encoder_layer_pre_gelu");
-  nn::TransformerEncoderLayer layer({.d_model = 8,
-                                     .nhead = 2,
-                                     .dim_feedforward = 16,
-                                     .dropout = 0,
-                                     .activation = nn::Activation::GELU,
-                                     .batch_first = true,
-                                     .norm_first = true,
-                                     .dtype = DType::Float64});
-  load_params(layer, c);
-  const Tensor src = input(c, "src");
-  check_against_torch(layer, c,
-                      {{"output", layer.forward(src, Tensor(), c["src_key_padding_mask"])}},
-                      {{"src", src}});
-}
-
-// Both layer cases again with the feed-forward block on chunks of 3 of the 8 rows (3, 3, 2).
-TEST(TransformerEncoderLayer, FeedForwardInRowChunksMatchesPyTorch) {
-  {
-    const auto& c = find_case(cases(), "encoder_layer_post_relu");
-    nn::TransformerEncoderLayer layer({.d_model = 8,
-                                       .nhead = 2,
-                                       .dim_feedforward = 16,
-                                       .dropout = 0,
-                                       .batch_first = true,
-                                       .dtype = DType::Float64,
-                                       .feedforward_chunk = 3});
-    load_params(layer, c);
-    const Tensor src = input(c, "src");
-    check_against_torch(layer, c, {{"output", layer.forward(src, c["attn_mask"])}}, {{"src", src}});
-  }
+// The pre-norm GELU layer with a key padding mask, as above.
+void check_pre_norm_gelu_layer(std::int64_t feedforward_chunk) {
   const auto& c = find_case(cases(), "encoder_layer_pre_gelu");
   nn::TransformerEncoderLayer layer({.d_model = 8,
                                      .nhead = 2,
@@ -275,12 +249,26 @@ TEST(TransformerEncoderLayer, FeedForwardInRowChunksMatchesPyTorch) {
                                      .batch_first = true,
                                      .norm_first = true,
                                      .dtype = DType::Float64,
-                                     .feedforward_chunk = 3});
+                                     .feedforward_chunk = feedforward_chunk});
   load_params(layer, c);
   const Tensor src = input(c, "src");
   check_against_torch(layer, c,
                       {{"output", layer.forward(src, Tensor(), c["src_key_padding_mask"])}},
                       {{"src", src}});
+}
+
+TEST(TransformerEncoderLayer, PostNormReLUWithCausalMaskMatchesPyTorch) {
+  check_post_norm_relu_layer(0);
+}
+
+TEST(TransformerEncoderLayer, PreNormGELUWithKeyPaddingMatchesPyTorch) {
+  check_pre_norm_gelu_layer(0);
+}
+
+// Both layer cases again with the feed-forward block on chunks of 3 of the 8 rows (3, 3, 2).
+TEST(TransformerEncoderLayer, FeedForwardInRowChunksMatchesPyTorch) {
+  check_post_norm_relu_layer(3);
+  check_pre_norm_gelu_layer(3);
 }
 
 nn::TransformerEncoderOptions small_encoder() {
