@@ -8,13 +8,14 @@
 // other three, 24% less on the Transformer at 0.2 and 22% on the LSTM at 0.4, but 14% more on
 // the LSTM at 0.3), and a training step that repeats the last one tells which does better here:
 // each score gets one trial step under the budget, then the one whose step cost least keeps the
-// steps, and each other one is tried again once kRetrySteps steps have passed since its last trial
-// (kernel times, and so the costs, drift).  Only a step that followed the last one's calls to its
-// end is compared. Where searches are priced (the pool's cost model in seconds, its sample not
-// fixed by the configuration) each score is also tried with a small sample, kSmallSample cells
-// drawn per search: a step's cost is then what it recomputed plus its searches' draws at a nominal
-// price (Pool::kSecondsPerDraw).  Where values are evicted often between cheap ops the full
-// sample's draws cost more than the better victims save (the prototype's TreeLSTM log at 0.3 of its
+// steps, and each other one is tried again once kRetrySteps steps have passed since its last
+// trial (kernel times, and so the costs, drift).  Only a step that followed the last one's calls
+// to its end is compared.
+// Where searches are priced (the pool's cost model in seconds, its sample not fixed by the
+// configuration) each score is also tried with a small sample, kSmallSample cells drawn per
+// search: a step's cost is then what it recomputed plus its searches' draws at a nominal price
+// (Pool::kSecondsPerDraw).  Where values are evicted often between cheap ops the full sample's
+// draws cost more than the better victims save (the prototype's TreeLSTM log at 0.3 of its
 // peak: 6.7% of the step searching, to recompute 0.2% of the step less), and elsewhere they
 // do not (DenseNet-121's at 0.3: 47% more recomputation with the small sample).  An option that
 // recomputed more than dtr-eq's trial with the full sample is not kept, however cheap its

@@ -241,7 +241,7 @@ LSTMOutput LSTM::forward(const Tensor& x, const std::optional<LSTMState>& state)
   std::vector<Tensor> outs;
   for (std::int64_t k = 0; k < o.num_layers; ++k) {
     const std::string s = "_l" + std::to_string(k);
-    // Both biases go into the one input projection of the whole sequence.
+    // Both biases go into each chunk's input projection.
     const Tensor bias = o.bias ? add(param("bias_ih" + s), param("bias_hh" + s)) : Tensor();
     StepProjection xs(seq, param("weight_ih" + s), bias, o.projection_chunk);
     const Tensor w_hh = param("weight_hh" + s);

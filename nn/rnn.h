@@ -85,8 +85,8 @@ struct LSTMOutput {
 // (RNNOptions::projection_chunk), one GEMM per chunk made as the recurrence reaches it (under a
 // budget a chunk is evicted and rebuilt alone, and its gradient is put together as soon as the
 // recurrence has passed back through it), and runs one hidden-state GEMM and one fused cell op
-// per step.  Unbatched input [seq, in] gives
-// unbatched outputs.  Bidirectional layers and proj_size are not supported.
+// per step.  Unbatched input [seq, in] gives unbatched outputs.  Bidirectional layers and
+// proj_size are not supported.
 class LSTM : public Module {
  public:
   explicit LSTM(RNNOptions options);
