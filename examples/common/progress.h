@@ -71,6 +71,9 @@ inline nlohmann::json dtr_summary(const DtrStats& s, const DtrFlags& flags) {
   j["rematerializations"] = s.rematerializations;
   j["recompute_ms"] = s.recompute_seconds * 1e3;
   j["overhead_ms"] = (s.search_seconds + s.bookkeeping_seconds) * 1e3;
+  j["search_ms"] = s.search_seconds * 1e3;  // the two parts of overhead_ms
+  j["bookkeeping_ms"] = s.bookkeeping_seconds * 1e3;
+  j["candidates_drawn"] = s.candidates_drawn;
   if (flags.swap) {
     j["swap_outs"] = s.swap_outs;
     j["swap_ins"] = s.swap_ins;
