@@ -410,14 +410,8 @@ double Heuristics::score(Pool& pool, Cell& cell, double bound) {
       return c0 / (m * s);
     case Heuristic::Random:
       return random_score(pool);
-    case Heuristic::Msps: {
-      double max_cost = std::numeric_limits<double>::infinity();
-      // With a relative margin, so rounding never stops a walk whose score would tie the bound
-      // (ties go to the lower cell id, and msps scores tie often).
-      if (bound < std::numeric_limits<double>::infinity())
-        max_cost = (bound + 1e-9 * std::abs(bound)) * m - c0;
-      return (c0 + evicted_ancestors_cost(pool, cell, max_cost)) / m;
-    }
+    case Heuristic::Msps:
+      return msps_score(pool, cell, b, bound);
     case Heuristic::Dtr:
     case Heuristic::EStar: {
       NeighbourhoodWalk w{next_stamp()};
@@ -437,8 +431,10 @@ double Heuristics::score(Pool& pool, Cell& cell, double bound) {
     case Heuristic::DtrEq:
       return eq_score(pool, cell, b, bound);
     case Heuristic::DtrNext:
+      // msps's score did better in the trial steps (dtr/score_choice.h): exactly msps.
+      if (pool.scores_msps()) return msps_score(pool, cell, b, bound);
       // Nothing learned yet, this step left the last one's path, or dtr-eq's score did better
-      // in the trial steps (dtr/score_choice.h): exactly dtr-eq.
+      // in the trial steps: exactly dtr-eq.
       if (!pool.predicts()) return eq_score(pool, cell, b, bound);
       return next_score(pool, cell, b, next_parts(pool, cell, b), bound);
   }
@@ -453,6 +449,15 @@ double Heuristics::eq_score(Pool& pool, Cell& cell, const Basics& b, double boun
       b.c0 / (b.m * b.s) > bound + 1e-9 * std::abs(bound))
     return std::numeric_limits<double>::infinity();
   return eq_cost(pool, cell, b.c0) / (b.m * b.s);
+}
+
+double Heuristics::msps_score(Pool& pool, Cell& cell, const Basics& b, double bound) {
+  double max_cost = std::numeric_limits<double>::infinity();
+  // With a relative margin, so rounding never stops a walk whose score would tie the bound
+  // (ties go to the lower cell id, and msps scores tie often).
+  if (bound < std::numeric_limits<double>::infinity())
+    max_cost = (bound + 1e-9 * std::abs(bound)) * b.m - b.c0;
+  return (b.c0 + evicted_ancestors_cost(pool, cell, max_cost)) / b.m;
 }
 
 double Heuristics::random_score(Pool& pool) {
@@ -476,6 +481,7 @@ double Heuristics::swap_score(Pool& pool, const Cell& cell, double copy_cost) {
     case Heuristic::EStar:
       return 0.5 / s;  // |e*| = 0
     case Heuristic::DtrNext:
+      if (pool.scores_msps()) return copy_cost / m;
       // Never recomputed, so never predicted: the staleness next_use gives such a cell.
       if (pool.predicts())
         return copy_cost / (m * time_term(pool, next_use(pool, cell, copy_cost, s).distance));

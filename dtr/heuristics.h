@@ -96,13 +96,16 @@ struct Heuristics {
   static double read_distance(const Pool& pool, std::uint32_t at);
   // dtr-next's staleness in calls, for a cell without a predicted read (see next_use).
   static double calls_stale(const Pool& pool, const Cell& cell);
-  // dtr-next's time term for a distance of `distance` calls: the distance, or under the damped
-  // score (dtr/score_choice.h) the distance up to 64 calls and its square root past them.
+  // dtr-next's time term for a distance of `distance` calls: the distance, under the damped
+  // score (dtr/score_choice.h) the distance up to 64 calls and its square root past them, under
+  // the capped one at most 64.
   static double time_term(const Pool& pool, double distance);
   static double random_score(Pool& pool);
   static double eq_cost(Pool& pool, Cell& cell, double c0);
   // dtr-eq's score, eq_cost / (m·s), or infinity once the cell's own cost puts it past `bound`.
   static double eq_score(Pool& pool, Cell& cell, const Basics& b, double bound);
+  // msps's score, (c0 + the evicted ancestors' cost) / m, or infinity past `bound`.
+  static double msps_score(Pool& pool, Cell& cell, const Basics& b, double bound);
   // gone_ancestors_cost of the cell's record at call `at`, kept per cell.
   static double gone_cost(Pool& pool, const Cell& cell, std::uint32_t at);
   // The nearest predicted use among the evicted cells that rebuilding needs `cell` for (its

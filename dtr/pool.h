@@ -216,13 +216,13 @@ class Pool {
   // calls invalidate_walks, which clears the walks of the cell and of its readers, down through
   // evicted readers.  Rewiring readers (in-place writes), another cost model or heuristic, or
   // a step's end (dtr-next may start or stop predicting) clears every walk (walk_epoch_).
-  // dtr-next walks only while it predicts.  Its kept answers about the last step's log (gone
-  // costs, next and last reads) change only with the steps' logs and the records: all are
-  // cleared (gone_epoch_) at a step's end and where a record is dropped or moved (an in-place
-  // write, a banished value).
+  // dtr-next walks only while it predicts or scores as msps.  Its kept answers about the last
+  // step's log (gone costs, next and last reads) change only with the steps' logs and the records:
+  // all are cleared (gone_epoch_) at a step's end and where a record is dropped or moved (an
+  // in-place write, a banished value).
   bool caches_walks() const {
     return config_.heuristic == Heuristic::Msps ||
-           (config_.heuristic == Heuristic::DtrNext && predicts());
+           (config_.heuristic == Heuristic::DtrNext && (predicts() || scores_msps()));
   }
   void invalidate_walks(Cell& cell);
   void invalidate_all_walks() {
@@ -308,10 +308,17 @@ class Pool {
   static constexpr double kSecondsPerDraw = 30e-9;
   bool prices_searches() const { return config_.cost == CostModel::Time && config_.sample == 0; }
   // Whether dtr-next scores by the last step now: it has one, this step follows it, and one of
-  // its three scores that do is the one chosen.
+  // the scores that do (its own, the damped and the capped one) is the one chosen.
   bool predicts() const {
-    return !diverged_ && !last_step_.empty() && score_choice_.score() != ScoreChoice::Eq;
+    return follows_last_step() && score_choice_.score() != ScoreChoice::Eq &&
+           score_choice_.score() != ScoreChoice::Msps;
   }
+  // Whether dtr-next scores as msps now: it is the score chosen, and this step follows the last
+  // one (where it does not, dtr-next scores as dtr-eq whichever score was chosen).
+  bool scores_msps() const {
+    return follows_last_step() && score_choice_.score() == ScoreChoice::Msps;
+  }
+  bool follows_last_step() const { return !diverged_ && !last_step_.empty(); }
   // Whether the chosen one is the damped score, c / (m·√d).
   bool damps() const { return score_choice_.score() == ScoreChoice::Damped; }
   // Whether the chosen one is the capped score, c / (m·min(d, 64)).

@@ -1,26 +1,32 @@
-// Internal: dtr-next's choice, step by step, among four scores: Belady's rule on the last
+// Internal: dtr-next's choice, step by step, among five scores: Belady's rule on the last
 // step's uses (c / (m·d)), the same with distances past 64 calls damped (c / (m·64·√(d/64)),
-// Heuristics::time_term), dtr-eq's, and Belady's rule capped at 64 calls (c / (m·min(d, 64)):
-// within 64 calls the nearer use is kept, past them cost per byte alone decides).  None wins
-// everywhere (on the prototype's logs the first recomputes 67% less than dtr-eq on the LSTM at
-// 0.3 of the peak but 11% more on DenseNet-121 at 0.5; the damped one recomputes 24% less than
-// the first on DenseNet-121 at 0.4 but 28% more at 0.3; the capped one, against the best of the
-// other three, 24% less on the Transformer at 0.2 and 22% on the LSTM at 0.4, but 14% more on
-// the LSTM at 0.3), and a training step that repeats the last one tells which does better here:
-// each score gets one trial step under the budget, then the one whose step cost least keeps the
-// steps, and each other one is tried again once kRetrySteps steps have passed since its last
-// trial (kernel times, and so the costs, drift).  Only a step that followed the last one's calls
-// to its end is compared.
+// Heuristics::time_term), dtr-eq's, Belady's rule capped at 64 calls (c / (m·min(d, 64)):
+// within 64 calls the nearer use is kept, past them cost per byte alone decides), and msps's
+// ((c0 + the evicted ancestors' cost) / m: no time at all).  None wins everywhere (on the
+// prototype's logs the first recomputes 67% less than dtr-eq on the LSTM at 0.3 of the peak but
+// 11% more on DenseNet-121 at 0.5; the damped one recomputes 24% less than the first on
+// DenseNet-121 at 0.4 but 28% more at 0.3; the capped one, against the best of the other three,
+// 24% less on the Transformer at 0.2 and 22% on the LSTM at 0.4, but 14% more on the LSTM at
+// 0.3; with msps's added, dtr-next recomputes 16% less on DenseNet-121 at 0.6 and 10% less on
+// the LSTM at 0.5, means of 5 seeds, where staleness and distances mislead: the values needed
+// last are not always the cheapest to rebuild per byte), and a training step that repeats the last
+// one tells which does better here: each score gets one trial step under the budget, then the
+// one whose step cost least keeps the steps.  The others are retried one at a time, the one
+// tried longest ago first, at most one every kRetrySteps steps (kernel times, and so the costs,
+// drift; a retry of each loser every kRetrySteps steps had spent 7 of every 33 steps of a long
+// run on them).  Only a step that followed the last one's calls to its end is compared.
 // Where searches are priced (the pool's cost model in seconds, its sample not fixed by the
-// configuration) each score is also tried with a small sample, kSmallSample cells drawn per
-// search: a step's cost is then what it recomputed plus its searches' draws at a nominal price
-// (Pool::kSecondsPerDraw).  Where values are evicted often between cheap ops the full sample's
-// draws cost more than the better victims save (the prototype's TreeLSTM log at 0.3 of its
-// peak: 6.7% of the step searching, to recompute 0.2% of the step less), and elsewhere they
-// do not (DenseNet-121's at 0.3: 47% more recomputation with the small sample).  An option that
-// recomputed more than dtr-eq's trial with the full sample is not kept, however cheap its
-// searches: dtr-next recomputes no more than dtr-eq, and on a GPU the searches run on the host,
-// beside the kernels, where they may cost nothing.
+// configuration) the score whose full-sample trial cost least is also tried with a small
+// sample, kSmallSample cells drawn per search: a step's cost is then what it recomputed plus its
+// searches' draws at a nominal price (Pool::kSecondsPerDraw).  Where values are evicted often
+// between cheap ops the full sample's draws cost more than the better victims save (the
+// prototype's TreeLSTM log at 0.3 of its peak: 6.7% of the step searching, to recompute 0.2% of
+// the step less), and elsewhere they do not (DenseNet-121's at 0.3: 47% more recomputation with
+// the small sample).  Only the best score's small sample is tried: every trial of a poor option
+// is a step that recomputes more, and the sample matters about as much whatever the score.  An
+// option that recomputed more than dtr-eq's trial with the full sample is not kept, however
+// cheap its searches: dtr-next recomputes no more than dtr-eq, and on a GPU the searches run on
+// the host, beside the kernels, where they may cost nothing.
 // Steps that did not follow the last one (a dynamic model's, a different tree every step) score
 // as dtr-eq and compare only the two samples, each step's cost taken per second of its original
 // calls' kernel time, since the steps differ: the full sample first, then the small one, then
@@ -29,6 +35,7 @@
 // TreeLSTM's trace, kernels of 1.7 us on average: with 32 draws the same recomputation at 0.3
 // of its peak and half the search time).
 #pragma once
+#include <algorithm>
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -40,10 +47,12 @@ namespace remat {
 class ScoreChoice {
  public:
   // In trial order; a tie goes to the earlier one.
-  enum Score : std::uint8_t { Next = 0, Damped = 1, Eq = 2, Capped = 3 };
-  static constexpr std::size_t kScores = 4;
+  enum Score : std::uint8_t { Next = 0, Damped = 1, Eq = 2, Capped = 3, Msps = 4 };
+  static constexpr std::size_t kScores = 5;
   // The options: each score with the full sample, then (where searches are priced) each with
-  // the small one.
+  // the small one.  Of the small-sample options only the one with the score whose full-sample
+  // trial cost least is tried (the sample and the score are chosen nearly independently, and
+  // every trial of a poor option is a step that recomputes more).
   static constexpr std::size_t kOptions = 2 * kScores;
   static constexpr std::size_t kSmallSample = 32;
   static constexpr std::uint64_t kRetrySteps = 32;
@@ -77,7 +86,7 @@ class ScoreChoice {
     }
     trials_[option_] = Trial{recompute + searches, recompute, steps_};
     for (std::size_t o = 0; o < options(); ++o) {
-      if (!trials_[o].cost) {
+      if (!trials_[o].cost && tried_now(o)) {
         option_ = o;
         return;
       }
@@ -85,19 +94,24 @@ class ScoreChoice {
     const double most = trials_[Eq].recompute;  // dtr-eq's, with the full sample
     std::size_t best = Eq;
     for (std::size_t o = 0; o < options(); ++o)
-      if (trials_[o].recompute <= most && (*trials_[o].cost < *trials_[best].cost ||
-                                           (*trials_[o].cost == *trials_[best].cost && o < best)))
+      if (trials_[o].cost && trials_[o].recompute <= most &&
+          (*trials_[o].cost < *trials_[best].cost ||
+           (*trials_[o].cost == *trials_[best].cost && o < best)))
         best = o;
-    // The other option tried longest ago, if its retry is due.
+    // One retry every kRetrySteps steps at most: the other option tried longest ago.
     std::size_t stalest = best;
-    for (std::size_t o = 0; o < options(); ++o)
-      if (o != best && (stalest == best || trials_[o].step < trials_[stalest].step)) stalest = o;
-    option_ = steps_ - trials_[stalest].step >= kRetrySteps ? stalest : best;
+    std::uint64_t last_retry = 0;
+    for (std::size_t o = 0; o < options(); ++o) {
+      if (o == best || !trials_[o].cost) continue;
+      last_retry = std::max(last_retry, trials_[o].step);
+      if (stalest == best || trials_[o].step < trials_[stalest].step) stalest = o;
+    }
+    option_ = steps_ - last_retry >= kRetrySteps ? stalest : best;
   }
-  // Whether every option has had a trial step under the current budget.
+  // Whether every option to try has had a trial step under the current budget.
   bool settled() const {
     for (std::size_t o = 0; o < options(); ++o)
-      if (!trials_[o].cost) return false;
+      if (!trials_[o].cost && tried_now(o)) return false;
     return true;
   }
 
@@ -113,6 +127,19 @@ class ScoreChoice {
     const std::size_t other = 1 - best;
     const std::size_t pick = steps_ - diverged_[other].step >= kRetrySteps ? other : best;
     return (pick == 1 ? kScores : 0) + Next;
+  }
+
+  // Whether option `o` is one to try now: every score with the full sample, and once those have
+  // had their trials, the small sample with the score whose full-sample trial cost least (a
+  // retry that changes that score brings its small-sample option in).
+  bool tried_now(std::size_t o) const {
+    if (o < kScores) return true;
+    std::size_t best = 0;
+    for (std::size_t f = 0; f < kScores; ++f) {
+      if (!trials_[f].cost) return false;
+      if (*trials_[f].cost < *trials_[best].cost) best = f;
+    }
+    return o == kScores + best;
   }
 
   struct Trial {

@@ -1,7 +1,8 @@
-// dtr-next's choice among its three scores and dtr-eq's (dtr/score_choice.h), each with the full
-// sample and, where searches are priced, a small one: one trial step each under a budget, then
-// the one whose step cost least, the others retried now and then; a new budget starts over, and
-// steps that cannot be compared choose only the sample.
+// dtr-next's choice among its three scores, dtr-eq's and msps's (dtr/score_choice.h), each with
+// the full sample and, where searches are priced, the small one with the score whose full-sample
+// trial cost least: one trial step each under a budget, then the one whose step cost least, the
+// others retried one at a time, at most one every kRetrySteps steps; a new budget starts over,
+// and steps that cannot be compared choose only the sample.
 #include "dtr/score_choice.h"
 
 #include <gtest/gtest.h>
@@ -29,6 +30,9 @@ TEST(ScoreChoice, TriesEachScoreThenKeepsTheOneThatRecomputedLeast) {
   EXPECT_EQ(c.score(), ScoreChoice::Capped);
   EXPECT_FALSE(c.settled());
   c.end_step(kBudget, true, 3.5);  // the capped score's trial
+  EXPECT_EQ(c.score(), ScoreChoice::Msps);
+  EXPECT_FALSE(c.settled());
+  c.end_step(kBudget, true, 3.2);  // msps's trial
   EXPECT_TRUE(c.settled());
   EXPECT_EQ(c.score(), ScoreChoice::Eq);
   c.end_step(kBudget, true, 3);
@@ -37,56 +41,61 @@ TEST(ScoreChoice, TriesEachScoreThenKeepsTheOneThatRecomputedLeast) {
 
 TEST(ScoreChoice, TheCappedScoreKeepsTheStepsWhenItRecomputedLeast) {
   ScoreChoice c;
-  for (double cost : {5.0, 4.0, 3.0, 2.0}) c.end_step(kBudget, true, cost);
+  for (double cost : {5.0, 4.0, 3.0, 2.0, 2.5}) c.end_step(kBudget, true, cost);
   EXPECT_TRUE(c.settled());
   EXPECT_EQ(c.score(), ScoreChoice::Capped);
 }
 
+TEST(ScoreChoice, TheMspsScoreKeepsTheStepsWhenItRecomputedLeast) {
+  ScoreChoice c;
+  for (double cost : {5.0, 4.0, 3.0, 2.5, 2.0}) c.end_step(kBudget, true, cost);
+  EXPECT_TRUE(c.settled());
+  EXPECT_EQ(c.score(), ScoreChoice::Msps);
+}
+
 TEST(ScoreChoice, TheDampedScoreKeepsTheStepsWhenItRecomputedLeast) {
   ScoreChoice c;
-  for (double cost : {5.0, 2.0, 3.0, 4.0}) c.end_step(kBudget, true, cost);
+  for (double cost : {5.0, 2.0, 3.0, 4.0, 2.0}) c.end_step(kBudget, true, cost);
   EXPECT_EQ(c.score(), ScoreChoice::Damped);
 }
 
 TEST(ScoreChoice, TiesGoToTheEarlierScore) {
   ScoreChoice c;
-  for (double cost : {4.0, 4.0, 4.0, 4.0}) c.end_step(kBudget, true, cost);
+  for (double cost : {4.0, 4.0, 4.0, 4.0, 4.0}) c.end_step(kBudget, true, cost);
   EXPECT_EQ(c.score(), ScoreChoice::Next);
   ScoreChoice d;
-  for (double cost : {5.0, 4.0, 4.0, 4.0}) d.end_step(kBudget, true, cost);
+  for (double cost : {5.0, 4.0, 4.0, 4.0, 4.0}) d.end_step(kBudget, true, cost);
   EXPECT_EQ(d.score(), ScoreChoice::Damped);
 }
 
-TEST(ScoreChoice, TheLosersAreRetriedAfterKRetrySteps) {
+TEST(ScoreChoice, OneLoserIsRetriedEveryKRetrySteps) {
   ScoreChoice c;
   c.end_step(kBudget, true, 1);  // dtr-next, cheapest
   c.end_step(kBudget, true, 3);  // damped
   c.end_step(kBudget, true, 2);  // dtr-eq
   c.end_step(kBudget, true, 5);  // capped
+  c.end_step(kBudget, true, 4);  // msps
   auto cost = [](ScoreChoice::Score s) {
     return s == ScoreChoice::Next ? 1.0 : 2.0 + static_cast<double>(s);
   };
-  std::vector<std::uint64_t> tried[ScoreChoice::kScores];
-  for (std::uint64_t i = 0; i < 4 * ScoreChoice::kRetrySteps; ++i) {
-    tried[c.score()].push_back(i);
+  std::vector<std::uint64_t> retries;  // the steps, counted from here, of the losers' retries
+  std::vector<ScoreChoice::Score> retried;
+  for (std::uint64_t i = 0; i < 10 * ScoreChoice::kRetrySteps; ++i) {
+    if (c.score() != ScoreChoice::Next) retries.push_back(i), retried.push_back(c.score());
     c.end_step(kBudget, true, cost(c.score()));
   }
-  // Each loser is retried once kRetrySteps steps have passed since its last trial, one per
-  // step: the damped score first (its trial was the oldest), dtr-eq on the step after, then the
-  // capped score.
-  for (ScoreChoice::Score s : {ScoreChoice::Damped, ScoreChoice::Eq, ScoreChoice::Capped}) {
-    ASSERT_GE(tried[s].size(), 3u) << int(s);
-    for (std::size_t k = 1; k < tried[s].size(); ++k)
-      EXPECT_EQ(tried[s][k] - tried[s][k - 1], ScoreChoice::kRetrySteps + 1) << int(s);
-  }
-  EXPECT_EQ(tried[ScoreChoice::Eq][0], tried[ScoreChoice::Damped][0] + 1);
-  EXPECT_EQ(tried[ScoreChoice::Capped][0], tried[ScoreChoice::Eq][0] + 1);
-  // A retry found dtr-eq cheapest now: it keeps the steps, after the capped score's retry due
-  // on the step after its own.
+  // The losers take turns, the one tried longest ago first, each retry kRetrySteps steps after
+  // the last trial of any loser: at most one step in kRetrySteps + 1 goes to a loser.
+  ASSERT_GE(retries.size(), 8u);
+  EXPECT_EQ(retries[0], ScoreChoice::kRetrySteps);  // the 33rd step after msps's trial
+  for (std::size_t k = 1; k < retries.size(); ++k)
+    EXPECT_EQ(retries[k] - retries[k - 1], ScoreChoice::kRetrySteps + 1) << k;
+  const ScoreChoice::Score turns[] = {ScoreChoice::Damped, ScoreChoice::Eq, ScoreChoice::Capped,
+                                      ScoreChoice::Msps};
+  for (std::size_t k = 0; k < retried.size(); ++k) EXPECT_EQ(retried[k], turns[k % 4]) << k;
+  // A retry found dtr-eq cheapest now: it keeps the steps.
   while (c.score() != ScoreChoice::Eq) c.end_step(kBudget, true, cost(c.score()));
   c.end_step(kBudget, true, 0.5);
-  ASSERT_EQ(c.score(), ScoreChoice::Capped);
-  c.end_step(kBudget, true, cost(ScoreChoice::Capped));
   EXPECT_EQ(c.score(), ScoreChoice::Eq);
   c.end_step(kBudget, true, 0.5);
   EXPECT_EQ(c.score(), ScoreChoice::Eq);
@@ -94,7 +103,7 @@ TEST(ScoreChoice, TheLosersAreRetriedAfterKRetrySteps) {
 
 TEST(ScoreChoice, ANewBudgetStartsOver) {
   ScoreChoice c;
-  for (double cost : {5.0, 4.0, 3.0, 4.0}) c.end_step(kBudget, true, cost);
+  for (double cost : {5.0, 4.0, 3.0, 4.0, 4.0}) c.end_step(kBudget, true, cost);
   ASSERT_EQ(c.score(), ScoreChoice::Eq);
   c.end_step(2 * kBudget, true, 1);  // dtr-eq's step under the new budget: its trial there
   EXPECT_FALSE(c.settled());
@@ -103,6 +112,8 @@ TEST(ScoreChoice, ANewBudgetStartsOver) {
   EXPECT_EQ(c.score(), ScoreChoice::Damped);
   c.end_step(2 * kBudget, true, 2);
   EXPECT_EQ(c.score(), ScoreChoice::Capped);
+  c.end_step(2 * kBudget, true, 2);
+  EXPECT_EQ(c.score(), ScoreChoice::Msps);
   c.end_step(2 * kBudget, true, 2);
   EXPECT_TRUE(c.settled());
   EXPECT_EQ(c.score(), ScoreChoice::Eq);
@@ -119,7 +130,7 @@ TEST(ScoreChoice, AStepOffTheLastOnesPathChoosesNothing) {
 TEST(ScoreChoice, WithoutPricedSearchesEverySampleIsTheFullOne) {
   ScoreChoice c;
   EXPECT_EQ(c.options(), ScoreChoice::kScores);
-  for (double cost : {5.0, 4.0, 3.0, 3.0, 3.0}) {
+  for (double cost : {5.0, 4.0, 3.0, 3.0, 3.0, 3.0}) {
     EXPECT_FALSE(c.small_sample());
     c.end_step(kBudget, true, cost);
   }
@@ -127,17 +138,18 @@ TEST(ScoreChoice, WithoutPricedSearchesEverySampleIsTheFullOne) {
   EXPECT_FALSE(c.small_sample());
 }
 
-TEST(ScoreChoice, PricedSearchesTryEachScoreWithTheSmallSampleToo) {
+TEST(ScoreChoice, PricedSearchesTryTheBestScoreWithTheSmallSampleToo) {
   ScoreChoice c(true);
   EXPECT_EQ(c.options(), ScoreChoice::kOptions);
-  const ScoreChoice::Score order[] = {ScoreChoice::Next, ScoreChoice::Damped, ScoreChoice::Eq,
-                                      ScoreChoice::Capped};
-  // Trials: the four scores with the full sample, then with the small one.  The damped score
-  // with the small sample costs least.
-  const double costs[ScoreChoice::kOptions] = {5, 4, 6, 5, 4.5, 3, 7, 4};
-  for (std::size_t o = 0; o < ScoreChoice::kOptions; ++o) {
+  // Trials: the five scores with the full sample, then the small one with the damped score,
+  // whose full-sample trial cost least.  With the small sample it costs less still.
+  const ScoreChoice::Score order[] = {ScoreChoice::Next, ScoreChoice::Damped,
+                                      ScoreChoice::Eq,   ScoreChoice::Capped,
+                                      ScoreChoice::Msps, ScoreChoice::Damped};
+  const double costs[] = {5, 4, 6, 5, 4.5, 3};
+  for (std::size_t o = 0; o < std::size(costs); ++o) {
     EXPECT_FALSE(c.settled()) << o;
-    EXPECT_EQ(c.score(), order[o % ScoreChoice::kScores]) << o;
+    EXPECT_EQ(c.score(), order[o]) << o;
     EXPECT_EQ(c.small_sample(), o >= ScoreChoice::kScores) << o;
     c.end_step(kBudget, true, costs[o]);
   }
@@ -146,26 +158,49 @@ TEST(ScoreChoice, PricedSearchesTryEachScoreWithTheSmallSampleToo) {
   EXPECT_TRUE(c.small_sample());
   // A tie between the samples goes to the full one (tried first).
   ScoreChoice d(true);
-  for (double cost : {5.0, 4.0, 6.0, 5.0, 5.0, 4.0, 6.0, 5.0}) d.end_step(kBudget, true, cost);
+  for (double cost : {5.0, 4.0, 6.0, 5.0, 5.0, 4.0}) d.end_step(kBudget, true, cost);
+  EXPECT_TRUE(d.settled());
   EXPECT_EQ(d.score(), ScoreChoice::Damped);
   EXPECT_FALSE(d.small_sample());
+}
+
+// A retry that makes another score the cheapest with the full sample brings in that score's
+// small-sample option: it is tried on the next step.
+TEST(ScoreChoice, ARetryCanBringInAnotherSmallSampleOption) {
+  ScoreChoice c(true);
+  for (double cost : {3.0, 4.0, 6.0, 5.0, 5.0, 3.5}) c.end_step(kBudget, true, cost);
+  ASSERT_TRUE(c.settled());
+  ASSERT_EQ(c.score(), ScoreChoice::Next);
+  ASSERT_FALSE(c.small_sample());
+  // The retries, one every kRetrySteps steps: the damped score's first; it costs least now.
+  while (c.score() == ScoreChoice::Next) c.end_step(kBudget, true, 3);
+  ASSERT_EQ(c.score(), ScoreChoice::Damped);
+  c.end_step(kBudget, true, 1);
+  EXPECT_FALSE(c.settled());
+  EXPECT_EQ(c.score(), ScoreChoice::Damped);
+  EXPECT_TRUE(c.small_sample());
+  c.end_step(kBudget, true, 2);  // the damped score's small-sample trial: dearer
+  EXPECT_TRUE(c.settled());
+  EXPECT_EQ(c.score(), ScoreChoice::Damped);
+  EXPECT_FALSE(c.small_sample());
 }
 
 // Searches priced: the least step cost is kept among the options that recomputed no more than
 // dtr-eq's trial with the full sample.
 TEST(ScoreChoice, AnOptionRecomputingMoreThanDtrEqIsNotKept) {
   ScoreChoice c(true);
-  c.end_step(kBudget, true, 5, 4);      // dtr-next, full sample
-  c.end_step(kBudget, true, 5, 4);      // damped, full sample
-  c.end_step(kBudget, true, 5.5, 4);    // dtr-eq, full sample: the most any kept one recomputes
-  c.end_step(kBudget, true, 5.2, 4);    // capped, full sample
-  c.end_step(kBudget, true, 6, 0.5);    // dtr-next, small sample: cheapest, recomputes more
-  c.end_step(kBudget, true, 5.5, 0.5);  // damped, small sample
-  c.end_step(kBudget, true, 6, 0.5);    // dtr-eq, small sample
-  c.end_step(kBudget, true, 5.8, 0.4);  // capped, small sample: cheaper still, recomputes more
-  EXPECT_TRUE(c.settled());
+  c.end_step(kBudget, true, 5, 4);    // dtr-next, full sample
+  c.end_step(kBudget, true, 5, 3.9);  // damped, full sample
+  c.end_step(kBudget, true, 5.5, 4);  // dtr-eq, full sample: the most any kept one recomputes
+  c.end_step(kBudget, true, 5.2, 4);  // capped, full sample
+  c.end_step(kBudget, true, 5.1, 4);  // msps, full sample
+  EXPECT_FALSE(c.settled());
   EXPECT_EQ(c.score(), ScoreChoice::Damped);
   EXPECT_TRUE(c.small_sample());
+  c.end_step(kBudget, true, 6, 0.5);  // damped, small sample: cheapest, recomputes more
+  EXPECT_TRUE(c.settled());
+  EXPECT_EQ(c.score(), ScoreChoice::Damped);
+  EXPECT_FALSE(c.small_sample());
 }
 
 // Steps that did not follow the last one compare the two samples per second of their calls'
@@ -204,6 +239,7 @@ TEST(ScoreChoice, AFailedTrialLoses) {
   c.end_step(kBudget, true, 7);
   c.end_step(kBudget, true, 8);
   c.end_step(kBudget, true, std::numeric_limits<double>::infinity());  // so did the capped one
+  c.end_step(kBudget, true, std::numeric_limits<double>::infinity());  // and msps
   EXPECT_EQ(c.score(), ScoreChoice::Damped);
 }
 

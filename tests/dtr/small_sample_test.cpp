@@ -22,8 +22,9 @@ class SmallSample : public ::testing::Test {
 // Trial costs that leave dtr-next's own score chosen, with the small sample or the full one.
 ScoreChoice chosen(bool small) {
   ScoreChoice c(true);
-  const double costs[ScoreChoice::kOptions] = {small ? 5.0 : 1.0, 5, 5, 5,
-                                               small ? 1.0 : 5.0, 5, 5, 5};
+  // The five scores with the full sample, then the small one with dtr-next's, the first of
+  // those that cost least.
+  const double costs[] = {small ? 5.0 : 1.0, 5, 5, 5, 5, small ? 1.0 : 5.0};
   for (double cost : costs) c.end_step(1, true, cost);
   return c;
 }

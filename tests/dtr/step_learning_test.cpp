@@ -9,6 +9,10 @@
 namespace remat {
 namespace {
 
+Cell& cell_of(const Tensor& t) {
+  return static_cast<Cell&>(*t.storage());
+}
+
 class StepLearning : public ::testing::Test {
  protected:
   void SetUp() override { saved_ = Pool::of(Device::cpu()).config(); }
@@ -69,9 +73,60 @@ TEST_F(StepLearning, EachScoreGetsATrialStepUnderABudget) {
   EXPECT_EQ(pool.score_choice().score(), ScoreChoice::Capped);
   step(x);
   pool.end_step();  // the capped score's trial
+  EXPECT_EQ(pool.score_choice().score(), ScoreChoice::Msps);
+  step(x);
+  pool.end_step();  // msps's trial
   EXPECT_TRUE(pool.score_choice().settled());
   EXPECT_EQ(pool.score_choice().score(), ScoreChoice::Next);  // nothing recomputed: a tie
   pool.set_budget(std::nullopt);
+}
+
+// dtr-next's fifth score is msps's: a step that follows the last one evicts, under it, the victim
+// msps evicts.  Unit costs: msps evicts the larger of two cells (1/m), dtr-eq the one whose
+// size and staleness make the larger product (1/(m·s)), here the smaller, stale one.
+TEST_F(StepLearning, TheMspsScoreEvictsAsMspsDoes) {
+  constexpr std::int64_t kSmall = 4096, kLarge = 2 * kSmall;  // 16 and 32 KiB: not tiny
+  // Constants, never evicted: the two values made from them are the only candidates.
+  auto constant = [](std::int64_t n) { return tensor(std::vector<float>(n, 0.5f)); };
+  Tensor a = constant(kSmall), b = constant(kLarge), c = constant(kSmall / 2), t = constant(4);
+  // Which of the stale small value and the fresh large one the step's last op evicts; the step
+  // before it unbudgeted, the budget one byte short of the last op's output.
+  auto victim = [&](Heuristic h, std::optional<ScoreChoice::Score> score) {
+    Pool& pool = Pool::of(Device::cpu());
+    DtrConfig cfg;
+    cfg.heuristic = h;
+    cfg.cost = CostModel::Unit;
+    pool.configure(cfg);
+    std::size_t before_last = 0;
+    auto step = [&](bool last) {
+      Tensor stale = exp(a);
+      for (int i = 0; i < 100; ++i) (void)tanh(t);  // calls whose outputs go at once
+      Tensor fresh = exp(b);
+      before_last = pool.resident_bytes();
+      Tensor out = exp(c);
+      if (!last) return std::string("none");
+      EXPECT_NE(cell_of(stale).resident(), cell_of(fresh).resident());
+      return std::string(cell_of(fresh).resident() ? "stale" : "fresh");
+    };
+    pool.end_step();
+    step(false);
+    pool.end_step();
+    if (score) {  // trial steps in which `score` cost least
+      ScoreChoice choice;
+      for (std::size_t o = 0; o < ScoreChoice::kScores; ++o)
+        choice.end_step(1, true, o == *score ? 1.0 : 2.0);
+      EXPECT_EQ(choice.score(), *score);
+      pool.set_score_choice(choice);
+    }
+    pool.set_budget(before_last + kSmall / 2 * sizeof(float) - 1);
+    const std::string evicted = step(true);
+    pool.set_budget(std::nullopt);
+    return evicted;
+  };
+  EXPECT_EQ(victim(Heuristic::Msps, std::nullopt), "fresh");
+  EXPECT_EQ(victim(Heuristic::DtrEq, std::nullopt), "stale");
+  EXPECT_EQ(victim(Heuristic::DtrNext, ScoreChoice::Msps), "fresh");
+  EXPECT_EQ(victim(Heuristic::DtrNext, ScoreChoice::Eq), "stale");
 }
 
 }  // namespace

@@ -57,7 +57,7 @@ TEST(DtrSimLowerBound, NamesTheStageNoScheduleFits) {
   EXPECT_EQ(rows["dtr-eq"].at("status"), "infeasible");
 }
 
-// dtr-next replays each of its four scores' trial steps (dtr/score_choice.h) where dtr-eq fits
+// dtr-next replays each of its five scores' trial steps (dtr/score_choice.h) where dtr-eq fits
 // (flops cost: the same schedule on any machine).  Damped from the first call, its damped score
 // ran out of budget on this trace at both fractions while rebuilds held every pin below them
 // (it evicted values needed within a few calls, and their rebuilds pinned most of the budget).
@@ -68,9 +68,9 @@ TEST(DtrSimDtrNext, ResNet20TraceFitsThroughEveryTrialStep) {
   if (!std::filesystem::exists(nn::kFashionMnistDir))
     GTEST_SKIP() << "Fashion-MNIST is not installed (apt-get install dataset-fashion-mnist)";
   const std::string trace = testing::unique_temp_path("resnet20_steps", ".jsonl");
-  // Six steps: the first is learned from, then one trial step per score, then the chosen one.
+  // Seven steps: the first is learned from, then one trial step per score, then the chosen one.
   const testing::CommandResult made = testing::run_command(
-      train + " --steps 6 --train-limit 384 --budget none --trace " + trace + " 2>&1");
+      train + " --steps 7 --train-limit 384 --budget none --trace " + trace + " 2>&1");
   ASSERT_EQ(made.status, 0) << made.output;
   for (const char* fraction : {"0.25", "0.3"}) {
     SCOPED_TRACE(fraction);
