@@ -75,8 +75,11 @@ class Pool {
     if (config_.budget) build_evicted_classes();
   }
   void set_policy(DeallocPolicy p) { config_.policy = p; }
+  // Another cost model starts dtr-next's trials over: their costs are in its units, and only
+  // the time cost model prices searches (the small sample's trials).
   void set_cost_model(CostModel c) {
     config_.cost = c;
+    score_choice_ = ScoreChoice(prices_searches());
     invalidate_all_walks();
   }
   // DtrConfig::swap and swap_cost_per_byte.

@@ -71,6 +71,11 @@ TEST_F(SmallSample, ChoosesNoSmallSampleWhereSearchesAreNotPriced) {
   cfg.sample = 0;
   pool().configure(cfg);
   EXPECT_EQ(pool().score_choice().options(), ScoreChoice::kOptions);
+  // The examples' --dtr-cost sets the model after the pool was configured.
+  pool().set_cost_model(CostModel::Flops);
+  EXPECT_EQ(pool().score_choice().options(), ScoreChoice::kScores);
+  pool().set_cost_model(CostModel::Time);
+  EXPECT_EQ(pool().score_choice().options(), ScoreChoice::kOptions);
 }
 
 }  // namespace
