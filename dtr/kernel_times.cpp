@@ -1,6 +1,7 @@
 #include "dtr/kernel_times.h"
 
 #include <algorithm>
+#include <bit>
 
 namespace remat {
 namespace {
@@ -15,9 +16,8 @@ struct Hasher {
 };
 
 std::uint64_t bit_length(double v) {
-  std::uint64_t n = 0;
-  for (auto x = static_cast<std::uint64_t>(std::clamp(v, 0.0, 9.0e18)); x; x >>= 1) ++n;
-  return n;
+  return static_cast<std::uint64_t>(
+      std::bit_width(static_cast<std::uint64_t>(std::clamp(v, 0.0, 9.0e18))));
 }
 
 }  // namespace

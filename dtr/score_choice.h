@@ -86,7 +86,7 @@ class ScoreChoice {
     }
     trials_[option_] = Trial{recompute + searches, recompute, steps_};
     for (std::size_t o = 0; o < options(); ++o) {
-      if (!trials_[o].cost && tried_now(o)) {
+      if (!trials_[o].cost && to_try(o)) {
         option_ = o;
         return;
       }
@@ -111,7 +111,7 @@ class ScoreChoice {
   // Whether every option to try has had a trial step under the current budget.
   bool settled() const {
     for (std::size_t o = 0; o < options(); ++o)
-      if (!trials_[o].cost && tried_now(o)) return false;
+      if (!trials_[o].cost && to_try(o)) return false;
     return true;
   }
 
@@ -129,10 +129,10 @@ class ScoreChoice {
     return (pick == 1 ? kScores : 0) + Next;
   }
 
-  // Whether option `o` is one to try now: every score with the full sample, and once those have
+  // Whether option `o` is one to try: every score with the full sample, and once those have
   // had their trials, the small sample with the score whose full-sample trial cost least (a
   // retry that changes that score brings its small-sample option in).
-  bool tried_now(std::size_t o) const {
+  bool to_try(std::size_t o) const {
     if (o < kScores) return true;
     std::size_t best = 0;
     for (std::size_t f = 0; f < kScores; ++f) {
