@@ -10,9 +10,7 @@ namespace {
 
 using testing::bit_equal;
 
-Cell& cell_of(const Tensor& t) {
-  return static_cast<Cell&>(*t.storage());
-}
+using testing::cell_of;
 
 // Restores the pool's configuration after each test.
 class Eviction : public ::testing::Test {

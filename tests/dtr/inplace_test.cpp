@@ -10,9 +10,7 @@ namespace {
 using testing::all_close;
 using testing::bit_equal;
 
-Cell& cell_of(const Tensor& t) {
-  return static_cast<Cell&>(*t.storage());
-}
+using testing::cell_of;
 
 TEST(Inplace, ValuesMatchTheOutOfPlaceOps) {
   Tensor a = tensor<float>({1, 2, 3, 4}), b = tensor<float>({0.5f, -1, 2, 8});

@@ -1,16 +1,13 @@
 // The pool is the only tensor storage: every buffer is a cell, op outputs carry their producer
 // record, and resident bytes and their peak are counted exactly.
 #include "dtr/pool.h"
+
 #include "support/test_util.h"
 
 namespace remat {
 namespace {
 
-Cell& cell_of(const Tensor& t) {
-  auto* cell = dynamic_cast<Cell*>(t.storage().get());
-  if (!cell) throw Error("tensor storage is not a pool cell");
-  return *cell;
-}
+using testing::cell_of;
 
 TEST(Pool, EveryTensorIsACellWithItsProducerRecord) {
   Tensor a = tensor<float>({1, 2, 3, 4});
@@ -51,7 +48,7 @@ TEST(Pool, CountsResidentBytesAndPeakExactly) {
   {
     Tensor a = zeros({256});  // 1024 B
     EXPECT_EQ(pool.resident_bytes(), base + 1024);
-    Tensor b = add(a, 1.0);   // scalar operand (4 B) lives only during the call
+    Tensor b = add(a, 1.0);  // scalar operand (4 B) lives only during the call
     EXPECT_EQ(pool.resident_bytes(), base + 2048);
     EXPECT_EQ(pool.peak_resident_bytes(), base + 2048 + 4);
     {

@@ -9,9 +9,7 @@
 namespace remat {
 namespace {
 
-Cell& cell_of(const Tensor& t) {
-  return static_cast<Cell&>(*t.storage());
-}
+using testing::cell_of;
 
 class StepLearning : public ::testing::Test {
  protected:

@@ -14,9 +14,7 @@
 namespace remat {
 namespace {
 
-Cell& cell_of(const Tensor& t) {
-  return static_cast<Cell&>(*t.storage());
-}
+using testing::cell_of;
 
 // The distinct evicted ancestors reached through evicted cells, summed (flops are whole
 // numbers, so the order of the sum does not matter).

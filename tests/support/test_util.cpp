@@ -10,8 +10,15 @@
 #include <nlohmann/json.hpp>
 
 #include "dist/communicator.h"
+#include "dtr/cell.h"
 
 namespace remat::testing {
+
+Cell& cell_of(const Tensor& t) {
+  auto* cell = dynamic_cast<Cell*>(t.storage().get());
+  if (!cell) throw Error("tensor storage is not a pool cell");
+  return *cell;
+}
 
 ::testing::AssertionResult all_close(const Tensor& actual, const Tensor& expected, double rtol,
                                      double atol) {

@@ -10,6 +10,10 @@
 
 #include "remat.h"
 
+namespace remat {
+class Cell;
+}  // namespace remat
+
 namespace remat::testing {
 
 // Fails (with the worst element, its index and both values) unless
@@ -17,6 +21,9 @@ namespace remat::testing {
 ::testing::AssertionResult all_close(const Tensor& actual, const Tensor& expected,
                                      double rtol = 1e-5, double atol = 1e-6);
 ::testing::AssertionResult bit_equal(const Tensor& a, const Tensor& b);
+
+// The pool cell behind a tensor's storage; throws remat::Error if the storage is not one.
+Cell& cell_of(const Tensor& t);
 
 // Succeeds when f throws remat::Error whose message contains every fragment (op name, shapes).
 ::testing::AssertionResult throws_with(const std::function<void()>& f,
