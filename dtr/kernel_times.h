@@ -1,12 +1,19 @@
-// The time cost model's memory of kernel times: the fastest run seen so far of each op on
-// inputs and outputs of the same size class (dtype, and the bit lengths of the op's flops and
-// bytes moved), so the table stays small when shapes change from step to step (a TreeLSTM's
-// trees, a language model's lengths), and holds at most kMaxEntries.  One measurement of a small
-// kernel is noisy here (page faults, the other thread's work, cache state: relu's time on one shape
-// varied 8x in a ResNet step), and the eviction heuristics compare costs, so a record's time cost
-// is this estimate rather than its own raw measurement.  Usage: r.time_cost = times.observe(r,
-// measured_seconds);
+// The time cost model's memory of kernel times, per op on inputs and outputs of the same size
+// class (dtype, and the bit lengths of the op's flops and bytes moved), so the table stays small
+// when shapes change from step to step (a TreeLSTM's trees, a language model's lengths), and
+// holds at most kMaxEntries.  One measurement of a small kernel is noisy here (page faults, the
+// other thread's work, cache state: relu's time on one shape varied 8x in a ResNet step), and
+// the eviction heuristics compare costs, so a record's time cost is this estimate rather than
+// its own raw measurement: the median of the op's last kRematRuns rematerializations once it
+// was rematerialized (moved only when that median leaves 1.25x of it either way), before that
+// the fastest run seen.  A rematerialization reads inputs long
+// out of the cache where the original call read them just written: on ResNet-20 at half its
+// peak a batch norm's rebuild took 2x its fastest run, a convolution's 1.1x, and costs priced
+// at the fastest runs made evicting batch norms look twice as cheap as it is.
+// Usage: r.time_cost = times.observe(r, measured_seconds);
+//        times.observe_rematerialization(r, measured_seconds);
 #pragma once
+#include <array>
 #include <cstdint>
 #include <unordered_map>
 
@@ -16,14 +23,25 @@ namespace remat {
 
 class KernelTimes {
  public:
-  // Folds one measured run of the record's op into the table; returns the estimate.
+  // Folds one measured run of the record's original call into the table; returns the estimate.
   double observe(const Record& record, double seconds);
-  std::size_t size() const { return fastest_.size(); }
+  // Folds one measured rematerialization of the record in; returns the estimate.
+  double observe_rematerialization(const Record& record, double seconds);
+  std::size_t size() const { return entries_.size(); }
   static constexpr std::size_t kMaxEntries = 1 << 16;  // past it, a record costs its own run
+  static constexpr std::size_t kRematRuns = 8;
 
  private:
+  struct Entry {
+    double fastest = 0;
+    double estimate = 0;  // the rematerializations' median, or the fastest before any
+    std::array<double, kRematRuns> remats{};  // the last ones, a ring
+    std::uint32_t remat_count = 0;            // all seen (the ring holds the last kRematRuns)
+  };
   static std::uint64_t signature(const Record& record);
-  std::unordered_map<std::uint64_t, double> fastest_;
+  // The entry of the record's signature, null when the table is full and it has none.
+  Entry* entry(const Record& record, double seconds);
+  std::unordered_map<std::uint64_t, Entry> entries_;
 };
 
 }  // namespace remat

@@ -1006,7 +1006,10 @@ void Pool::replay(Record& r, std::string_view op) {
     if (config_.compute_clock) advance_compute_clock(r);
     const double seconds = seconds_since(t0);
     total_.recompute_seconds += seconds;
-    if (config_.cost == CostModel::Time && config_.budget) kernel_times_.observe(r, seconds);
+    // The record keeps its cost (kept walks summed it); records made from now on get the new
+    // estimate.
+    if (config_.cost == CostModel::Time && config_.budget)
+      kernel_times_.observe_rematerialization(r, seconds);
   } catch (...) {
     release();
     // Outputs given a buffer but never written go back to evicted: a caller that goes on after
