@@ -201,6 +201,7 @@ int main(int argc, char** argv) {
       }
     }
     progress.finish();
+    dtr.end_training(pool);
     const nlohmann::json dtr_json = examples::dtr_summary(pool, dtr);
     const auto q = evaluate(steps, gan.sample(eval_samples, eval_seed), curve, train_ms / 1e3);
     if (!save_path.empty()) {

@@ -173,6 +173,7 @@ int main(int argc, char** argv) {
       if (eval_every > 0 && step % eval_every == 0) valid_bpc = evaluate(step);
     }
     progress.finish();
+    dtr.end_training(pool);
     valid_bpc = evaluate(done);
     const nlohmann::json dtr_json = examples::dtr_summary(pool, dtr);
     run.save(*model, optimizer);

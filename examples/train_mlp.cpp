@@ -128,6 +128,7 @@ int main(int argc, char** argv) {
       }
     }
     progress.finish();
+    dtr.end_training(pool);
     OpProfiler::enable(false);  // the report covers training steps, not the evaluation
     const nlohmann::json dtr_json = examples::dtr_summary(pool, dtr);
     double counts[2] = {0, 0};  // correct, seen: over every rank's shard of the test set

@@ -248,6 +248,7 @@ int main(int argc, char** argv) {
       }
     }
     progress.finish();
+    dtr.end_training(pool);
     const double train_seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() -
         curve_seconds;

@@ -173,6 +173,7 @@ int main(int argc, char** argv) {
       }
     }
     progress.finish();
+    dtr.end_training(pool);
     const nlohmann::json dtr_json = examples::dtr_summary(pool, dtr);
     const double test_accuracy = accuracy(model, test, eval_batch);
     run.save(model, optimizer);

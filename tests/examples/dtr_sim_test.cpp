@@ -70,7 +70,8 @@ TEST(DtrSimDtrNext, ResNet20TraceFitsThroughEveryTrialStep) {
   const std::string trace = testing::unique_temp_path("resnet20_steps", ".jsonl");
   // Seven steps: the first is learned from, then one trial step per score, then the chosen one.
   const testing::CommandResult made = testing::run_command(
-      train + " --steps 7 --train-limit 384 --budget none --trace " + trace + " 2>&1");
+      train + " --steps 7 --train-limit 384 --test-limit 64 --budget none --trace " + trace +
+      " 2>&1");
   ASSERT_EQ(made.status, 0) << made.output;
   for (const char* fraction : {"0.25", "0.3"}) {
     SCOPED_TRACE(fraction);

@@ -55,6 +55,35 @@ TEST(TrainResnet, SameFinalLossUnderATightBudget) {
             0.35 * tight["unbudgeted_peak_bytes"].get<double>());
 }
 
+// --trace records the training steps and stops before the final evaluation, whose calls would
+// count in the compute dtr_sim replays: every call lies before the last step's end.
+TEST(TrainResnet, TraceEndsWithTheLastTrainingStep) {
+  std::string why;
+  if (!ready(&why)) GTEST_SKIP() << why;
+  const std::string trace = testing::unique_temp_path("train_resnet_trace", ".jsonl");
+  const auto r = run_example(
+      "train_resnet --steps 2 --batch-size 16 --train-limit 32 --test-limit 64 --budget none "
+      "--trace " +
+      trace);
+  EXPECT_GT(r["test_accuracy"].get<double>(), 0);  // the evaluation ran
+  std::ifstream in(trace);
+  int step_ends = 0, calls = 0, calls_after_last_step = 0;
+  for (std::string line; std::getline(in, line);) {
+    const auto event = nlohmann::json::parse(line);
+    if (event["INSTRUCTION"] == "ANNOTATE" && event["ANNOTATION"] == "STEP_END") {
+      ++step_ends;
+      calls_after_last_step = 0;
+    } else if (event["INSTRUCTION"] == "CALL") {
+      ++calls;
+      ++calls_after_last_step;
+    }
+  }
+  std::filesystem::remove(trace);
+  EXPECT_EQ(step_ends, 2);
+  EXPECT_GT(calls, 0);
+  EXPECT_EQ(calls_after_last_step, 0);
+}
+
 // Checkpointed stages: the same numbers as the plain run, at a lower peak, and the same again
 // under DTR with the checkpointed run's peak as the budget.
 TEST(TrainResnet, CheckpointStagesGiveTheSameLossAtALowerPeak) {
