@@ -36,6 +36,8 @@ struct Record {
   // dtr-next: the training step of the call and its position in it (dtr/step_log.h).
   std::uint64_t step = 0;
   std::uint32_t step_call = 0;
+  // time_cost is KernelTimes' estimate (the pool measured the call), not the caller's.
+  bool time_cost_estimated = false;
   // dtr-next (Heuristics::gone_ancestors_cost): the inputs the last step made, replayable,
   // with the call of their last read there, in the order of `inputs`; valid while
   // logged_inputs_epoch is the pool's gone_epoch_ (the inputs hold their records, and every

@@ -41,7 +41,7 @@ KernelTimes::Entry* KernelTimes::entry(const Record& record, double seconds) {
     return it == entries_.end() ? nullptr : &it->second;
   }
   auto [it, fresh] = entries_.try_emplace(key);
-  if (fresh) it->second.fastest = it->second.estimate = seconds;
+  if (fresh) it->second.fastest = seconds;
   return &it->second;
 }
 
@@ -49,8 +49,7 @@ double KernelTimes::observe(const Record& record, double seconds) {
   Entry* e = entry(record, seconds);
   if (!e) return seconds;
   e->fastest = std::min(e->fastest, seconds);
-  if (e->remat_count == 0) e->estimate = e->fastest;
-  return e->estimate;
+  return e->fastest;
 }
 
 double KernelTimes::observe_rematerialization(const Record& record, double seconds) {
@@ -59,17 +58,14 @@ double KernelTimes::observe_rematerialization(const Record& record, double secon
   e->fastest = std::min(e->fastest, seconds);
   e->remats[e->remat_count % kRematRuns] = seconds;
   ++e->remat_count;
-  // The median (the lower one of an even count): one slow run in a few moves it little.  The
-  // estimate follows it only once it moved past kSettle either way, so the costs, and the
-  // schedule they decide, settle: following every move of the median, dtr-eq on ResNet-20 at
-  // 0.25 of its peak rebuilt 69 to 74 values a step in 3 of 6 runs where it had rebuilt 62 to 65.
+  if (e->remat_count == 1) return e->rebuild = seconds;
+  // The median (the lower one of an even count): one slow run in a few moves it little.
   const std::size_t n = std::min<std::size_t>(e->remat_count, kRematRuns);
   std::array<double, kRematRuns> runs = e->remats;
   const auto mid = runs.begin() + static_cast<std::ptrdiff_t>((n - 1) / 2);
   std::nth_element(runs.begin(), mid, runs.begin() + static_cast<std::ptrdiff_t>(n));
-  if (e->remat_count == 1 || *mid > kSettle * e->estimate || *mid < e->estimate / kSettle)
-    e->estimate = *mid;
-  return e->estimate;
+  if (*mid > kSettle * e->rebuild || *mid < e->rebuild / kSettle) e->rebuild = *mid;
+  return e->rebuild;
 }
 
 }  // namespace remat

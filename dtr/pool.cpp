@@ -833,8 +833,10 @@ void Pool::record_call(const std::shared_ptr<Record>& record,
   // A producer that knows its cost (the offline simulator's) sets time_cost itself.
   // Only the time cost model reads the estimate: other models skip the hash and lookup.
   // Unbudgeted nothing is scored: no lookup (records then cost their own measured time).
-  if (record->time_cost == 0 && config_.cost == CostModel::Time && config_.budget)
+  if (record->time_cost == 0 && config_.cost == CostModel::Time && config_.budget) {
     record->time_cost = kernel_times_.observe(*record, record->seconds);
+    record->time_cost_estimated = true;
+  }
   if (trace_) trace_->call(*record, outputs);
   if (config_.evict_after_every_op) {
     const std::vector<Cell*> all = candidates_;  // evict() edits the vector
@@ -973,6 +975,7 @@ void Pool::replay(Record& r, std::string_view op) {
       }
     }
   };
+  double step_cost = 0;
   try {
     for (std::size_t i = 0; i < r.outputs.size(); ++i) {
       auto c = r.outputs[i].lock();
@@ -1006,10 +1009,11 @@ void Pool::replay(Record& r, std::string_view op) {
     if (config_.compute_clock) advance_compute_clock(r);
     const double seconds = seconds_since(t0);
     total_.recompute_seconds += seconds;
-    // The record keeps its cost (kept walks summed it); records made from now on get the new
-    // estimate.
-    if (config_.cost == CostModel::Time && config_.budget)
-      kernel_times_.observe_rematerialization(r, seconds);
+    // What the step's rebuilds cost, for dtr-next's trials: priced by what this op's rebuilds
+    // take where the pool measures kernels (KernelTimes), not by its fastest original run.
+    step_cost = r.time_cost_estimated && config_.cost == CostModel::Time
+                    ? kernel_times_.observe_rematerialization(r, seconds)
+                    : r.cost(config_.cost);
   } catch (...) {
     release();
     // Outputs given a buffer but never written go back to evicted: a caller that goes on after
@@ -1022,7 +1026,7 @@ void Pool::replay(Record& r, std::string_view op) {
     throw;
   }
   release();
-  step_recompute_cost_ += r.cost(config_.cost);
+  step_recompute_cost_ += step_cost;
   ++total_.rematerializations;
   ++total_.executions;
 }
