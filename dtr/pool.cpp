@@ -832,8 +832,12 @@ void Pool::record_call(const std::shared_ptr<Record>& record,
   total_.compute_seconds += record->seconds;
   // A producer that knows its cost (the offline simulator's) sets time_cost itself.
   // Only the time cost model reads the estimate: other models skip the hash and lookup.
-  // Unbudgeted nothing is scored: no lookup (records then cost their own measured time).
-  if (record->time_cost == 0 && config_.cost == CostModel::Time && config_.budget) {
+  // Unbudgeted nothing is scored: no lookup (records then cost their own measured time),
+  // unless a trace records the calls: its TIME_COST is what the time cost model would score,
+  // so dtr_sim scores a replay of an unbudgeted run as a budgeted one would (16 ResNet-20
+  // steps at 0.3 of the peak, priced at each call's own noisy time: dtr-eq 0.342, dtr-next
+  // 0.352; priced so: 0.378 and 0.331, as in the runtime, which rebuilds for 35 and 28 ms).
+  if (record->time_cost == 0 && (trace_ || (config_.cost == CostModel::Time && config_.budget))) {
     record->time_cost = kernel_times_.observe(*record, record->seconds);
     record->time_cost_estimated = true;
   }

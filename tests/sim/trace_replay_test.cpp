@@ -1,11 +1,15 @@
 // A trace of a real training step replays exactly: unbudgeted, the simulator reproduces the
 // step's peak resident bytes and compute; under a budget its evictions, rematerializations and
 // heuristic metadata accesses equal the runtime's, for several heuristics, with the unit and
-// flops cost models and with time (the trace records the time cost each call was scored with).
+// flops cost models and with time (the trace records the time cost each call was scored with,
+// or would have been unbudgeted).
 // The runtime's own counters are the reference.
 #include <cstdio>
 #include <filesystem>
 #include <functional>
+#include <map>
+#include <string>
+#include <tuple>
 
 #include "core/allocator.h"
 #include "sim/read.h"
@@ -205,6 +209,25 @@ TEST_F(TraceReplay, DtrNextLearnsStepByStepAsTheRunDid) {
     expect_same_counts(real, replay(real.program, o),
                        fmt::format("mlp, 3 steps, dtr-next, {} cost", cost_model_name(cost)));
   }
+}
+
+TEST_F(TraceReplay, UnbudgetedTraceRecordsTheTimeCostModelsEstimates) {
+  // Unbudgeted, the runtime scores nothing, but its trace still records what the time cost
+  // model would score (the fastest run so far of the op's size class), not each call's own
+  // time: a replay is then priced as a budgeted run would be.  A call of the same op on the
+  // same shapes as an earlier one costs at most the faster of the two.
+  const Recorded real = record(mlp_step, {}, std::nullopt);
+  std::map<std::tuple<std::string, std::size_t, double, double>, double> fastest;
+  std::size_t repeated = 0;
+  for (const Event& e : real.program.events) {
+    if (e.kind != EventKind::Call) continue;
+    auto [it, first] = fastest.try_emplace({e.op, e.args.size(), e.flops, e.bytes}, e.seconds);
+    it->second = std::min(it->second, e.seconds);
+    repeated += first ? 0 : 1;
+    EXPECT_GT(e.time_cost, 0) << e.op;
+    EXPECT_LE(e.time_cost, it->second) << e.op << " at line " << e.line;
+  }
+  EXPECT_GT(repeated, 10u);
 }
 
 TEST_F(TraceReplay, CellsFromBeforeTracingEnterAsConstants) {
