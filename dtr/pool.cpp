@@ -979,7 +979,7 @@ void Pool::replay(Record& r, std::string_view op) {
       }
     }
   };
-  double step_cost = 0;
+  double step_cost = r.cost(config_.cost);  // what dtr-next's trials count for this rebuild
   try {
     for (std::size_t i = 0; i < r.outputs.size(); ++i) {
       auto c = r.outputs[i].lock();
@@ -1013,11 +1013,14 @@ void Pool::replay(Record& r, std::string_view op) {
     if (config_.compute_clock) advance_compute_clock(r);
     const double seconds = seconds_since(t0);
     total_.recompute_seconds += seconds;
-    // What the step's rebuilds cost, for dtr-next's trials: priced by what this op's rebuilds
-    // take where the pool measures kernels (KernelTimes), not by its fastest original run.
-    step_cost = r.time_cost_estimated && config_.cost == CostModel::Time
-                    ? kernel_times_.observe_rematerialization(r, seconds)
-                    : r.cost(config_.cost);
+    if (r.time_cost_estimated && config_.cost == CostModel::Time) {
+      // dtr-next's trials price the step's rebuilds by what this op's rebuilds take, not by its
+      // fastest original run; other heuristics only fold the run into that fastest one.
+      if (learns_steps())
+        step_cost = kernel_times_.observe_rematerialization(r, seconds);
+      else
+        kernel_times_.observe(r, seconds);
+    }
   } catch (...) {
     release();
     // Outputs given a buffer but never written go back to evicted: a caller that goes on after
